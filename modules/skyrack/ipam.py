@@ -1,0 +1,219 @@
+"""IP address management: the VNet's subnets and one pod range per node.
+
+Pod ranges ("alias IPs": secondary IP configurations on Azure NICs, routed ranges
+on-prem) are carved from `kubernetes.pod_cidr` in fixed-size blocks:
+
+* a block holds twice `pods_per_node` addresses rounded up to a power of two (the
+  GKE convention: pod IPs are not reused the moment a pod dies);
+* on-prem nodes take blocks from the **bottom** of pod_cidr, lowest free first, so
+  their ranges summarise into few routes over the VPN;
+* each cloud pool takes one aligned range for its maximum size from the **top**, so
+  it can be added to the VNet's address space as a single prefix.
+
+Allocations are **stable**: existing ones come from the lock file and never move when
+nodes are added or removed. Only a change of pod_cidr or of the block size (which
+moves everything) or a pool outgrowing its range moves them, and the plan says so.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import Environment
+
+IPv4Net = ipaddress.IPv4Network
+
+# The VNet layout: fixed slots first (so adding a pool never moves the control plane),
+# then the cloud-pool node subnet sized for every pool at its maximum.
+FIXED_SUBNETS: tuple[tuple[str, int], ...] = (
+    ("GatewaySubnet", 27),  # Azure requires this exact name; /27 is its recommended minimum
+    ("apiservers", 28),
+    ("etcd", 28),
+    ("etcd-events", 28),
+)
+AZURE_RESERVED_PER_SUBNET = 5  # network, gateway, 2 x DNS, broadcast
+
+
+def block_prefix(pods_per_node: int) -> int:
+    return 32 - math.ceil(math.log2(2 * pods_per_node))
+
+
+def block_capacity(pod_cidr: IPv4Net, pods_per_node: int) -> int:
+    return 2 ** max(0, block_prefix(pods_per_node) - pod_cidr.prefixlen)
+
+
+def pool_subnet_prefix(max_nodes: int) -> int:
+    return 32 - math.ceil(math.log2(max_nodes + AZURE_RESERVED_PER_SUBNET))
+
+
+def vnet_layout(env: Environment) -> dict[str, IPv4Net]:
+    """Subnets of the VNet, in a fixed order. Raises ValueError when they do not fit."""
+    vnet = env.azure.vnet_cidr
+    wanted = list(FIXED_SUBNETS)
+    if env.cloud_pools:
+        wanted.append(("pools", pool_subnet_prefix(env.cloud_max_nodes)))
+    out: dict[str, IPv4Net] = {}
+    cursor = int(vnet.network_address)
+    end = int(vnet.broadcast_address)
+    for name, prefix in wanted:
+        size = 2 ** (32 - prefix)
+        cursor = (cursor + size - 1) // size * size  # align
+        if prefix < vnet.prefixlen or cursor + size - 1 > end:
+            raise ValueError(
+                f"{vnet} is too small: subnet {name!r} (/{prefix}) does not fit after "
+                + (", ".join(f"{n} {c}" for n, c in out.items()) or "nothing")
+            )
+        out[name] = ipaddress.IPv4Network((cursor, prefix))
+        cursor += size
+    return out
+
+
+def vnet_problem(env: Environment) -> str | None:
+    try:
+        vnet_layout(env)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def member_ip(subnet: IPv4Net, index: int) -> ipaddress.IPv4Address:
+    """Static address of the index-th member of a subnet (Azure reserves the first four)."""
+    return subnet.network_address + 4 + index
+
+
+def load_balancer_ip(subnet: IPv4Net) -> ipaddress.IPv4Address:
+    """The API servers' internal load balancer: the last usable address of their subnet."""
+    return subnet.broadcast_address - 1
+
+
+# ----------------------------------------------------------------------------- pod ranges
+
+
+@dataclass
+class Allocation:
+    """Result of allocating pod ranges: the ranges and what changed against the lock."""
+
+    nodes: dict[str, IPv4Net]
+    pools: dict[str, IPv4Net]
+    added: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)  # existing names whose range changed
+    reason: str | None = None  # why everything moved, when it did
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.released or self.moved or self.reason)
+
+
+class _Bitmap:
+    """Free/used blocks of pod_cidr, indexed from its start."""
+
+    def __init__(self, pod_cidr: IPv4Net, prefix: int):
+        self.base = int(pod_cidr.network_address)
+        self.shift = 32 - prefix
+        self.size = 2 ** (prefix - pod_cidr.prefixlen)
+        self.used = bytearray(self.size)
+        self.low = 0  # every block below this is used
+
+    def index(self, net: IPv4Net) -> int:
+        return (int(net.network_address) - self.base) >> self.shift
+
+    def mark(self, net: IPv4Net) -> None:
+        start = self.index(net)
+        n = max(1, 2 ** (32 - net.prefixlen) >> self.shift)
+        self.used[start:start + n] = b"\x01" * n
+
+    def is_free(self, start: int, n: int) -> bool:
+        return start >= 0 and start + n <= self.size and not any(self.used[start:start + n])
+
+    def net(self, start: int, prefix: int) -> IPv4Net:
+        return ipaddress.IPv4Network((self.base + (start << self.shift), prefix))
+
+    def take_low(self, prefix: int) -> IPv4Net | None:
+        i = self.used.find(0, self.low)
+        if i < 0:
+            return None
+        self.used[i] = 1
+        self.low = i + 1
+        return self.net(i, prefix)
+
+    def take_high(self, n_blocks: int, prefix: int) -> IPv4Net | None:
+        start = (self.size - n_blocks) // n_blocks * n_blocks
+        while start >= 0:
+            if self.is_free(start, n_blocks):
+                self.used[start:start + n_blocks] = b"\x01" * n_blocks
+                return self.net(start, prefix)
+            start -= n_blocks
+        return None
+
+
+def allocate(
+    pod_cidr: IPv4Net,
+    pods_per_node: int,
+    node_names: list[str],
+    pools: dict[str, int],
+    lock: dict | None,
+) -> Allocation:
+    """Give every node and pool a pod range, keeping every allocation the lock records.
+
+    `pools` maps pool name to its maximum node count. Raises ValueError if pod_cidr is full.
+    """
+    prefix = block_prefix(pods_per_node)
+    bitmap = _Bitmap(pod_cidr, prefix)
+    lock = lock or {}
+    old_nodes: dict[str, str] = dict(lock.get("nodes") or {})
+    old_pools: dict[str, str] = dict(lock.get("pools") or {})
+    reason = None
+    if lock and (lock.get("pod_cidr") != str(pod_cidr) or lock.get("block_prefix") != prefix):
+        reason = (f"pod_cidr/block size changed from {lock.get('pod_cidr')} /{lock.get('block_prefix')} "
+                  f"to {pod_cidr} /{prefix}: every pod range is re-allocated")
+        kept_nodes: dict[str, IPv4Net] = {}
+        kept_pools: dict[str, IPv4Net] = {}
+    else:
+        wanted = set(node_names)
+        kept_nodes = {n: ipaddress.IPv4Network(c) for n, c in old_nodes.items() if n in wanted}
+        kept_pools = {}
+        for name, cidr in old_pools.items():
+            net = ipaddress.IPv4Network(cidr)
+            if name in pools and 2 ** (32 - net.prefixlen) >> (32 - prefix) >= _pool_blocks(pools[name]):
+                kept_pools[name] = net
+    for net in (*kept_nodes.values(), *kept_pools.values()):
+        bitmap.mark(net)
+
+    result = Allocation(nodes={}, pools={}, reason=reason)
+    for name in pools:
+        if name in kept_pools:
+            result.pools[name] = kept_pools[name]
+            continue
+        n_blocks = _pool_blocks(pools[name])
+        net = bitmap.take_high(n_blocks, prefix - int(math.log2(n_blocks)))
+        if net is None:
+            raise ValueError(f"{pod_cidr} has no free aligned range for pool {name!r} ({n_blocks} node ranges)")
+        result.pools[name] = net
+        if name in old_pools and not reason:
+            result.moved.append(f"pool/{name}")
+        elif not reason:
+            result.added.append(f"pool/{name}")
+    for name in node_names:
+        if name in kept_nodes:
+            result.nodes[name] = kept_nodes[name]
+            continue
+        net = bitmap.take_low(prefix)
+        if net is None:
+            raise ValueError(f"{pod_cidr} is full: no /{prefix} range left for node {name!r}")
+        result.nodes[name] = net
+        if not reason:
+            result.added.append(name)
+    if not reason:
+        result.released = sorted(set(old_nodes) - set(result.nodes)) + sorted(
+            f"pool/{p}" for p in set(old_pools) - set(result.pools)
+        )
+    return result
+
+
+def _pool_blocks(max_nodes: int) -> int:
+    return 2 ** math.ceil(math.log2(max(1, max_nodes)))
