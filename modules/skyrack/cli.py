@@ -17,10 +17,12 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import config, inventory, plan as planmod
+from . import config, inventory
+from . import plan as planmod
 from .errors import InputError, Problem
 
 DEFAULT_ENV = Path("configs/lab.yaml")
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 app = typer.Typer(
     name="skyrack",
     help="Provision hybrid Kubernetes clusters: Azure control plane, on-prem GPU racks.",
@@ -154,7 +156,7 @@ def inventory_cmd(
     if as_json:
         dump_json(inventory.dynamic(p, outs))
     else:
-        sys.stdout.write(yaml.safe_dump(inventory.static(p, outs), sort_keys=False, width=200))
+        sys.stdout.write(yaml.dump(inventory.static(p, outs), Dumper=YAML_DUMPER, sort_keys=False, width=200))
 
 
 def read_outputs(path: Path) -> dict[str, Any]:

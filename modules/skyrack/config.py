@@ -464,4 +464,7 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
             out.append((f"onprem.cidrs[{i}]", f"in a lab the racks must live on the lab subnet {subnet}"))
     if env.cloud_pools:
         out.append(("cloud_pools", "a lab has no cloud pools (there is no Azure to scale)"))
+    for _rack, node, where in env.rack_nodes:
+        if node.ip == env.lab.host_ip:
+            out.append((f"{where}.ip", f"{node.ip} is the lab host's own address on the bridge"))
     return out

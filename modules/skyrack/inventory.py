@@ -1,9 +1,11 @@
 """The Ansible inventory, written from the plan (never by hand).
 
-Groups: ``rack_<rack>`` and ``team_<team>`` (dashes become underscores: Ansible group
-names must be identifiers), ``gpu_<model>``, and ``workers`` holding every node. Host
-variables are the plan's per-node variables, prefixed ``skyrack_``; environment-wide
-values are group variables of ``all``.
+Groups: ``workers`` holds one ``rack_<rack>`` group per rack; ``team_<team>`` and
+``gpu_<model>`` are made of rack groups (dashes become underscores: Ansible group names
+must be identifiers). What a rack's nodes share (team, GPU, labels, taints) are the
+rack group's variables; host variables are only what differs per node (address, pod
+range); environment-wide values (and the control plane's outputs, as
+``skyrack_cp_<key>``) are variables of ``all``. Every variable is prefixed ``skyrack_``.
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ def group_name(kind: str, name: str) -> str:
 
 
 def host_vars(node: NodeVars) -> dict[str, Any]:
+    """Variables that differ from node to node."""
+    return {"ansible_host": node.ip, "skyrack_pod_cidr": node.pod_cidr}
+
+
+def rack_vars(node: NodeVars) -> dict[str, Any]:
+    """Variables every node of a rack shares (a rack is one team, one GPU model)."""
     return {
-        "ansible_host": node.ip,
         "skyrack_rack": node.rack,
         "skyrack_team": node.team,
         "skyrack_gpu_model": node.gpu_model,
         "skyrack_gpu_count": node.gpu_count,
-        "skyrack_pod_cidr": node.pod_cidr,
         "skyrack_max_pods": node.max_pods,
         "skyrack_node_labels": node.labels,
         "skyrack_node_taints": node.taints,
@@ -49,33 +55,47 @@ def global_vars(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, 
     return out
 
 
-def groups(plan: Plan) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+def _racks(plan: Plan) -> dict[str, list[NodeVars]]:
+    racks: dict[str, list[NodeVars]] = {}
     for node in plan.nodes:
-        out.setdefault(group_name("rack", node.rack), []).append(node.name)
-        if node.team:
-            out.setdefault(group_name("team", node.team), []).append(node.name)
-        if node.gpu_model and node.gpu_count:
-            out.setdefault(group_name("gpu", node.gpu_model), []).append(node.name)
+        racks.setdefault(group_name("rack", node.rack), []).append(node)
+    return racks
+
+
+def _rack_groups(plan: Plan, racks: dict[str, list[NodeVars]]) -> dict[str, list[str]]:
+    """Team and GPU groups, each made of rack groups."""
+    out: dict[str, list[str]] = {}
+    for rack, nodes in racks.items():
+        first = nodes[0]
+        if first.team:
+            out.setdefault(group_name("team", first.team), []).append(rack)
+        if first.gpu_model and first.gpu_count:
+            out.setdefault(group_name("gpu", first.gpu_model), []).append(rack)
     return out
 
 
 def dynamic(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ansible's dynamic-inventory JSON (`--list`), with `_meta.hostvars`."""
-    grp = groups(plan)
+    racks = _racks(plan)
+    by_rack = _rack_groups(plan, racks)
     inv: dict[str, Any] = {
         "_meta": {"hostvars": {n.name: host_vars(n) for n in plan.nodes}},
-        "all": {"children": ["ungrouped", "workers", *grp], "vars": global_vars(plan, outputs)},
-        "workers": {"hosts": [n.name for n in plan.nodes]},
+        "all": {"children": ["ungrouped", "workers", *by_rack], "vars": global_vars(plan, outputs)},
+        "workers": {"children": list(racks)},
     }
-    for name, hosts in grp.items():
-        inv[name] = {"hosts": hosts}
+    for name, nodes in racks.items():
+        inv[name] = {"hosts": [n.name for n in nodes], "vars": rack_vars(nodes[0])}
+    for name, members in by_rack.items():
+        inv[name] = {"children": members}
     return inv
 
 
 def static(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The YAML inventory format: host variables in `workers`, other groups list hosts."""
-    children: dict[str, Any] = {"workers": {"hosts": {n.name: host_vars(n) for n in plan.nodes}}}
-    for name, hosts in groups(plan).items():
-        children[name] = {"hosts": dict.fromkeys(hosts)}
+    """The YAML inventory: racks (with their shared vars) under `workers`; team/GPU groups of racks."""
+    racks = _racks(plan)
+    rack_groups = {name: {"vars": rack_vars(nodes[0]), "hosts": {n.name: host_vars(n) for n in nodes}}
+                   for name, nodes in racks.items()}
+    children: dict[str, Any] = {"workers": {"children": rack_groups}}
+    for name, members in _rack_groups(plan, racks).items():
+        children[name] = {"children": {m: {} for m in members}}
     return {"all": {"vars": global_vars(plan, outputs), "children": children}}

@@ -1,0 +1,181 @@
+"""The plan: stable pod ranges, sizing, layout, and the lock file a reviewer reads."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from skyrack import ipam, plan, sizing
+
+
+def plan_json(path: Path, *extra: str) -> dict:
+    proc = run_cli("plan", "--json", str(path), *extra)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def edit(path: Path, mutate) -> None:
+    data = yaml.safe_load(path.read_text())
+    mutate(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def ranges(doc: dict) -> dict[str, str]:
+    return {n["name"]: n["pod_cidr"] for n in doc["nodes"]}
+
+
+def test_adding_a_node_to_dev_moves_no_existing_range(env_copy) -> None:
+    path = env_copy("dev")
+    before = plan_json(path)
+    assert before["lock"]["up_to_date"], "the shipped lock file records the shipped plan"
+    edit(path, lambda d: d["racks"][0]["nodes"].insert(1, {"name": "r01-n99", "ip": "10.64.1.99"}))
+
+    stale = run_cli("inventory", str(path))
+    assert stale.returncode == 1
+    assert "dev.lock.yaml: out of date: 1 without a pod range (r01-n99)" in stale.stderr
+
+    after = plan_json(path)
+    assert after["lock"]["added"] == ["r01-n99"] and after["lock"]["written"]
+    new = ranges(after)
+    for name, cidr in ranges(before).items():
+        assert new[name] == cidr, f"{name} moved"
+    assert new["r01-n99"] not in ranges(before).values()
+    assert plan_json(path)["lock"]["up_to_date"]
+
+
+def test_removing_a_node_moves_no_other_range(env_copy) -> None:
+    path = env_copy("dev")
+    before = ranges(plan_json(path))
+    edit(path, lambda d: d["racks"][0]["nodes"].pop(0))
+    after = plan_json(path)
+    assert after["lock"]["released"] == ["r01-n01"]
+    assert ranges(after) == {k: v for k, v in before.items() if k != "r01-n01"}
+    lock = yaml.safe_load(path.with_name("dev.lock.yaml").read_text())
+    assert "r01-n01" not in lock["nodes"]
+
+
+def test_locked_fails_when_the_lock_is_stale_and_writes_nothing(env_copy) -> None:
+    path = env_copy("dev")
+    lock = path.with_name("dev.lock.yaml")
+    original = lock.read_text()
+    edit(path, lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
+    proc = run_cli("plan", "--locked", str(path))
+    assert proc.returncode == 1
+    assert "run `skyrack plan" in proc.stderr
+    assert lock.read_text() == original
+
+
+def test_missing_lock_is_created_by_plan_and_required_by_consumers(env_copy) -> None:
+    path = env_copy("dev")
+    path.with_name("dev.lock.yaml").unlink()
+    proc = run_cli("inventory", str(path))
+    assert proc.returncode == 1 and "dev.lock.yaml: missing" in proc.stderr
+    assert plan_json(path)["lock"]["written"]
+    assert run_cli("inventory", str(path)).returncode == 0
+
+
+def test_changing_pod_cidr_reallocates_and_says_why(env_copy) -> None:
+    path = env_copy("dev")
+    edit(path, lambda d: d["kubernetes"].update(pod_cidr="10.192.0.0/12"))
+    doc = plan_json(path)
+    assert "every pod range is re-allocated" in doc["lock"]["reason"]
+    assert all(ipaddress.ip_network(c).subnet_of(ipaddress.ip_network("10.192.0.0/12")) for c in ranges(doc).values())
+
+
+def test_prod_pod_ranges_are_disjoint_sized_and_over_200k_addresses() -> None:
+    p = plan.make("configs/prod.yaml")
+    pod_cidr = p.env.kubernetes.pod_cidr
+    nets = [ipaddress.ip_network(n.pod_cidr) for n in p.nodes] + [ipaddress.ip_network(x.pod_cidr) for x in p.pools]
+    assert all(n.subnet_of(pod_cidr) for n in nets)
+    starts = sorted((int(n.network_address), int(n.broadcast_address)) for n in nets)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(starts)), "two ranges overlap"
+    node_ips = sum(ipaddress.ip_network(n.pod_cidr).num_addresses for n in p.nodes)
+    assert len(p.nodes) >= 7500
+    assert node_ips >= 200_000
+    assert all(ipaddress.ip_network(n.pod_cidr).num_addresses >= 2 * n.max_pods for n in p.nodes)
+    # on-prem ranges summarise into a handful of VPN routes
+    assert len(p.onprem_pod_ranges) <= 4
+
+
+def test_pools_take_one_range_from_the_top_and_join_the_vnet() -> None:
+    p = plan.make("configs/prod.yaml")
+    top = p.env.kubernetes.pod_cidr.broadcast_address
+    highest = max(ipaddress.ip_network(x.pod_cidr).broadcast_address for x in p.pools)
+    assert highest == top
+    for pool in p.pools:
+        net = ipaddress.ip_network(pool.pod_cidr)
+        assert net.num_addresses >= pool.max * 2 * pool.pods_per_node
+        assert pool.pod_cidr in p.vnet_address_space
+
+
+def test_prod_control_plane_is_spread_over_zones() -> None:
+    p = plan.make("configs/prod.yaml")
+    for role in ("apiserver", "etcd", "etcd-events"):
+        members = p.members_of(role)
+        assert len(members) == 5
+        assert {m.zone for m in members} == {"1", "2", "3"}
+        assert {m.zone for m in members[:3]} == {"1", "2", "3"}, "any 3 consecutive members span 3 zones"
+        assert all(ipaddress.ip_address(m.ip) in ipaddress.ip_network(m.subnet) for m in members)
+    subnets = [ipaddress.ip_network(c) for c in p.subnets.values()]
+    assert all(s.subnet_of(p.env.azure.vnet_cidr) for s in subnets)
+    assert not any(a.overlaps(b) for i, a in enumerate(subnets) for b in subnets[:i])
+    assert ipaddress.ip_address(p.apiserver_lb_ip) in ipaddress.ip_network(p.subnets["apiservers"])
+
+
+def test_sizing_model_is_calibrated_on_the_published_figure() -> None:
+    assert sizing.apiserver_heap_gib(7500) == pytest.approx(70.0)
+    s = sizing.size(7500)
+    assert s.apiserver_memory_gib >= 70
+    vm_memory = {n: m for n, _, m in sizing.APISERVER_SIZES}
+    assert vm_memory[s.apiserver_vm_size] >= s.apiserver_memory_gib
+    assert s.etcd_vm_size.startswith("Standard_L"), "etcd always gets local NVMe"
+    assert sizing.size(15000).apiserver_vm_size != s.apiserver_vm_size
+    assert sizing.size(10).apiserver_vm_size == "Standard_E2s_v5"
+    assert sizing.size(7500, apiserver_vm="Standard_E64s_v5").apiserver_vm_size == "Standard_E64s_v5"
+
+
+def test_prod_plan_is_sized_for_its_nodes() -> None:
+    p = plan.make("configs/prod.yaml")
+    assert p.sizing.nodes == len(p.nodes) + 600
+    assert p.sizing.apiserver_heap_gib > 70
+
+
+def test_plan_text_summarises_for_a_reviewer(env_copy) -> None:
+    proc = run_cli("plan", str(env_copy("dev")))
+    assert proc.returncode == 0, proc.stderr
+    assert "API servers: 3 x Standard_E2s_v5" in proc.stdout
+    assert "Lock " in proc.stdout and "up to date" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- property
+
+names = st.lists(st.sampled_from([f"n{i}" for i in range(40)]), unique=True, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=names, second=names, third=names)
+def test_allocation_is_stable_under_any_sequence_of_changes(first, second, third) -> None:
+    """Whatever nodes come and go, a node that stays keeps its range, and ranges never collide."""
+    pod_cidr = ipaddress.ip_network("10.128.0.0/18")
+    lock = None
+    previous: dict[str, ipaddress.IPv4Network] = {}
+    for wanted in (first, second, third):
+        alloc = ipam.allocate(pod_cidr, 32, wanted, {"cpu": 10}, lock)
+        assert set(alloc.nodes) == set(wanted)
+        for name, net in alloc.nodes.items():
+            if name in previous:
+                assert net == previous[name]
+        all_nets = [*alloc.nodes.values(), *alloc.pools.values()]
+        assert not any(a.overlaps(b) for i, a in enumerate(all_nets) for b in all_nets[:i])
+        lock = {"pod_cidr": str(pod_cidr), "block_prefix": ipam.block_prefix(32),
+                "nodes": {k: str(v) for k, v in alloc.nodes.items()},
+                "pools": {k: str(v) for k, v in alloc.pools.items()}}
+        previous = alloc.nodes
