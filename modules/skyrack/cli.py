@@ -17,7 +17,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import config, inventory, plan as planmod
+from . import config, inventory
+from . import plan as planmod
 from .errors import InputError, Problem
 
 DEFAULT_ENV = Path("configs/lab.yaml")
@@ -177,6 +178,10 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
 
+
+from .gitops.commands import register as _register_gitops  # noqa: E402 - `skyrack diff`, `skyrack check`
+
+_register_gitops(app)
 
 if __name__ == "__main__":
     main()

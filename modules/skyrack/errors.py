@@ -7,8 +7,8 @@ Bad input never surfaces as a traceback. Code that finds a problem raises
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)
