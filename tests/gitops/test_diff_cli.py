@@ -108,3 +108,12 @@ def test_markdown_of_64_new_nodes_stays_readable(repo: GitRepo):
     assert "<details><summary>64 node(s) concerned, by rack</summary>" in md
     assert "r03-n01, r03-n02" in md and "r03-n64" in md
     assert md.startswith("<!-- skyrack-diff -->") and "Unchanged: lab." in md
+
+
+def test_deleting_an_environment_that_was_invalid_is_still_a_deletion(repo: GitRepo):
+    (repo.configs / "lab.yaml").write_text("name: lab\n")
+    repo.commit("broken lab")
+    (repo.configs / "lab.yaml").unlink()
+    (lab,) = [e for e in repo.diff("HEAD").envs if e.name == "lab"]
+    assert lab.status == "deleted" and "did not validate" in lab.changes[0].message
+    assert lab.changes[0].risk == "danger"

@@ -80,9 +80,13 @@ def _one(base: Side, head: Side, b: str | None, h: str | None) -> EnvDiff:
             assert h is not None
             diff.changes.append(Change("info", "environment", h, f"new environment: {summary(head.plan(h))}"))
         elif h is None:
+            try:
+                what = summary(base.plan(b))
+            except InputError:
+                what = "(it did not validate at base)"
             diff.changes.append(Change("danger", "environment", b,
-                                       f"environment deleted: {summary(base.plan(b))} are no longer managed from "
-                                       "this repository (destroying its Pulumi stack is a separate, explicit step)"))
+                                       f"environment deleted: {what} no longer managed from this repository "
+                                       "(destroying its Pulumi stack is a separate, explicit step)"))
         else:
             if b == h and all(base.text(p) == head.text(p) for p in (b, lock_name(b))):
                 diff.status = "unchanged"
