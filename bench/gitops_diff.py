@@ -52,7 +52,8 @@ def main() -> None:
     args = ap.parse_args()
     sky = [sys.executable, "-m", "skyrack"]
     changes = {
-        "one node added": lambda t: t.replace("{count: 64, first_ip: 10.64.119.10}", "{count: 65, first_ip: 10.64.119.10}"),
+        "one node added": lambda t: t.replace("{count: 64, first_ip: 10.64.119.10}",
+                                              "{count: 65, first_ip: 10.64.119.10}"),
         "a rack of 64 added": lambda t: t + "  - {name: r121, team: rl, gpu: {model: H100-SXM5-80GB, count: 8}, "
                                             "node_range: {count: 64, first_ip: 10.64.120.10}}\n",
         "every node re-addressed": lambda t: re.sub(r"first_ip: 10\.64\.(\d+)\.10", r"first_ip: 10.64.\1.100", t),

@@ -88,16 +88,16 @@ def _apiservers(plan: Plan) -> Iterable[Violation]:
         yield "azure.zones", f"the {members} API servers share one zone: a zone outage stops the cluster"
 
 
-def plan_grants(plan: Plan) -> list[rules.Grant]:
-    """The inbound traffic the control plane's network design admits from outside it."""
+def plan_grants(plan: Plan) -> list[tuple[str, rules.Grant]]:
+    """(field, grant): the inbound traffic the control plane's design admits from outside it."""
     env = plan.env
     api = ipaddress.IPv4Network(plan.subnets["apiservers"])
     port = ((rules.APISERVER_PORT, rules.APISERVER_PORT),)
-    sources = [(f"azure.admin_cidrs[{i}]", c) for i, c in enumerate(env.azure.admin_cidrs)]
-    sources += [(f"onprem.cidrs[{i}]", c) for i, c in enumerate(env.onprem.cidrs)]
+    sources = [(f"azure.admin_cidrs[{i}]", "admin range", c) for i, c in enumerate(env.azure.admin_cidrs)]
+    sources += [(f"onprem.cidrs[{i}]", "on-prem range", c) for i, c in enumerate(env.onprem.cidrs)]
     if "pools" in plan.subnets:
-        sources.append(("cloud_pools (subnet)", ipaddress.IPv4Network(plan.subnets["pools"])))
-    return [rules.Grant(label, net, api, port) for label, net in sources]
+        sources.append(("cloud_pools", "the cloud pools' subnet", ipaddress.IPv4Network(plan.subnets["pools"])))
+    return [(field, rules.Grant(label, net, api, port)) for field, label, net in sources]
 
 
 def _control_plane_nets(plan: Plan, roles: Iterable[str]) -> list[ipaddress.IPv4Network]:
@@ -110,9 +110,9 @@ def _control_plane_nets(plan: Plan, roles: Iterable[str]) -> list[ipaddress.IPv4
 def _etcd_isolated(plan: Plan) -> Iterable[Violation]:
     etcd = _control_plane_nets(plan, ("etcd", "etcd-events"))
     inside = _control_plane_nets(plan, ("apiservers", "etcd", "etcd-events"))
-    for grant in plan_grants(plan):
+    for field, grant in plan_grants(plan):
         for message in rules.etcd_exposure([grant], etcd, inside):
-            yield grant.label, message
+            yield field, message
 
 
 @rule("apiserver-not-public",
@@ -120,9 +120,9 @@ def _etcd_isolated(plan: Plan) -> Iterable[Violation]:
       f"/{rules.BROADEST_PUBLIC_PREFIX})",
       "list the offices' and VPN egress ranges in azure.admin_cidrs instead")
 def _apiserver_public(plan: Plan) -> Iterable[Violation]:
-    for grant in plan_grants(plan):
+    for field, grant in plan_grants(plan):
         for message in rules.apiserver_exposure([grant]):
-            yield grant.label, message
+            yield field, message
 
 
 @rule("gpu-quota-within-racks",
