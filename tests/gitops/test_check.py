@@ -65,6 +65,10 @@ CASES = [
      ("azure.admin_cidrs[0]", "16,777,216 addresses")),
     ("gpu-quota-within-racks", [lambda d: d["teams"][0].update(gpu_quota=32)],
      [lambda d: d["teams"][0].update(gpu_quota=33)], ("teams[0].gpu_quota", "can be scheduled on 32")),
+    ("kubernetes-mirror-matches-version",
+     [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.31/deb/")],
+     [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.31/deb/"),
+      lambda d: d["kubernetes"].update(version="1.32.0")], ("mirrors.kubernetes", "serves 1.31 packages")),
     ("kubernetes-version-supported", [lambda d: d["kubernetes"].update(version="1.30.0")],
      [lambda d: d["kubernetes"].update(version="1.29.9")], ("kubernetes.version", "outside the supported window")),
 ]

@@ -8,6 +8,7 @@ lives in `rules`; this module only feeds it from the plan.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
@@ -170,3 +171,14 @@ def _version(plan: Plan) -> Iterable[Violation]:
     problem = rules.kubernetes_version_problem(plan.env.kubernetes.version)
     if problem:
         yield "kubernetes.version", problem
+
+
+@rule("kubernetes-mirror-matches-version",
+      "a Kubernetes package mirror pinned to a minor version (…/v1.NN/…) serves kubernetes.version's minor",
+      "point mirrors.kubernetes at the repository of the new minor version in the same PR")
+def _mirror(plan: Plan) -> Iterable[Violation]:
+    url = plan.env.mirrors.kubernetes
+    pinned = re.search(r"/v1\.(\d+)(/|$)", url or "")
+    if pinned and int(pinned.group(1)) != plan.env.kubernetes.minor:
+        yield ("mirrors.kubernetes", f"{url} serves 1.{pinned.group(1)} packages but kubernetes.version is "
+                                     f"{plan.env.kubernetes.version}: nodes would not find them")
