@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import ipam
 from ..config import Environment
-from ..plan import Member, NodeVars, Plan
+from ..plan import NodeVars, Plan
 from ..policies.rules import public_exposure
 from .model import Change, Risk
 
@@ -85,16 +85,17 @@ def _environment(old: Plan, new: Plan) -> Iterator[Change]:
 # ----------------------------------------------------------------------------- control plane
 
 
-def _role(plan: Plan, role: str) -> tuple[int, str | None, list[Member]]:
+def _role(plan: Plan, role: str) -> tuple[int, str | None]:
+    """How many members a role has and their VM size."""
     members = plan.members_of(role)
-    return len(members), (members[0].vm_size if members else None), members
+    return len(members), (members[0].vm_size if members else None)
 
 
 @section
 def _control_plane(old: Plan, new: Plan) -> Iterator[Change]:
     auto = f" (vm_size auto: sized for {old.sizing.nodes:,} → {new.sizing.nodes:,} nodes)"
-    n0, s0, _ = _role(old, "apiserver")
-    n1, s1, _ = _role(new, "apiserver")
+    n0, s0 = _role(old, "apiserver")
+    n1, s1 = _role(new, "apiserver")
     if n0 != n1:
         how = "added behind the load balancer" if n1 > n0 else "removed; the others must carry their load"
         yield Change("caution", "control-plane", "control_plane.apiservers.count", f"API servers {n0} → {n1}: {how}")
@@ -109,8 +110,8 @@ def _control_plane(old: Plan, new: Plan) -> Iterator[Change]:
                      "--etcd-servers-overrides (event history is lost)" if events1 else
                      "the events etcd cluster is removed; events go back into the main etcd (event history is lost)")
     for role in ("etcd", "etcd-events"):
-        n0, s0, _ = _role(old, role)
-        n1, s1, _ = _role(new, role)
+        n0, s0 = _role(old, role)
+        n1, s1 = _role(new, role)
         if not (n0 and n1):
             continue  # created or removed: reported above
         if n0 != n1:
@@ -192,11 +193,12 @@ def _network(old: Plan, new: Plan) -> Iterator[Change]:
             x, y = old.subnets.get(name), new.subnets.get(name)
             if x == y:
                 continue
+            field = "cloud_pools" if name == "pools" else "azure.vnet_cidr"  # pools: sized for every pool's max
             if x and y:
-                yield Change("danger", "network", "azure.vnet_cidr",
+                yield Change("danger", "network", field,
                              f"subnet {name} {x} → {y}: its VMs are re-created with new addresses (destructive)")
             else:
-                yield Change("info" if y else "caution", "network", "azure.vnet_cidr",
+                yield Change("info" if y else "caution", "network", field,
                              f"subnet {name} {'added: ' + str(y) if y else 'removed: ' + str(x)}")
     added, removed = _net_changes(a.azure.admin_cidrs, b.azure.admin_cidrs)
     for net in added:
