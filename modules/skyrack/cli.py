@@ -17,8 +17,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import config, inventory
-from . import plan as planmod
+from . import config, inventory, plan as planmod
 from .errors import InputError, Problem
 
 DEFAULT_ENV = Path("configs/lab.yaml")
