@@ -180,5 +180,9 @@ def main() -> None:
         sys.exit(130)
 
 
+from .gitops.commands import register as _register_gitops  # noqa: E402 - `skyrack diff`, `skyrack check`
+
+_register_gitops(app)
+
 if __name__ == "__main__":
     main()

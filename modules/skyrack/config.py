@@ -218,8 +218,13 @@ class Lab(Strict):
         return self.subnet.network_address + 1
 
 
+Tier = Literal["production", "staging", "dev", "lab"]
+
+
 class Environment(Strict):
     name: Label
+    # What the environment is for; `skyrack check` holds production to stricter rules.
+    tier: Tier = "dev"
     azure: Azure
     control_plane: ControlPlane = ControlPlane()
     kubernetes: Kubernetes

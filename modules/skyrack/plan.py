@@ -130,13 +130,16 @@ def lock_path(env_path: Path) -> Path:
     return env_path.with_name(env_path.stem + ".lock.yaml")
 
 
-def read_lock(env_path: Path) -> dict | None:
+def read_lock(env_path: Path, text: str | None = None) -> dict | None:
+    """The lock file next to env_path (or its given text, e.g. read from a git revision)."""
     path = lock_path(env_path)
-    if not path.exists():
-        return None
+    if text is None:
+        if not path.exists():
+            return None
+        text = path.read_text()
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise InputError([Problem(str(path), "", f"invalid YAML: {exc}")]) from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:

@@ -1,0 +1,83 @@
+"""Benchmark: `skyrack diff` on prod (7,680 nodes), beside the commands it is made of.
+
+A temporary git repository holds configs/prod.yaml and its lock at one commit; the
+working tree then carries a change and `skyrack diff HEAD` compares the two. Each
+figure is one fresh process (CLI start-up included), best of N runs:
+
+* skyrack diff:          the change below, text output (markdown within a few ms of it)
+* skyrack plan --locked: one plan of prod (diff plans both sides: about twice this)
+* git diff:              git's own textual diff of the same change (what a reviewer
+                         would otherwise read)
+
+Changes: one node added; a rack of 64 added; every node re-addressed (7,680 nodes
+concerned: the worst case for matching nodes and rendering).
+
+Usage: python bench/gitops_diff.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "modules"), "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.org",
+       "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.org", "GIT_CONFIG_GLOBAL": os.devnull}
+
+
+def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, check=False)
+
+
+def best(cmd: list[str], cwd: Path, repeat: int) -> tuple[float, str]:
+    times, out = [], ""
+    for _ in range(repeat):
+        t = time.perf_counter()
+        proc = run(cmd, cwd)
+        times.append(time.perf_counter() - t)
+        out = proc.stdout.splitlines()[0] if proc.stdout else proc.stderr.strip()[:80]
+    return min(times), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    sky = [sys.executable, "-m", "skyrack"]
+    changes = {
+        "one node added": lambda t: t.replace("{count: 64, first_ip: 10.64.119.10}",
+                                              "{count: 65, first_ip: 10.64.119.10}"),
+        "a rack of 64 added": lambda t: t + "  - {name: r121, team: rl, gpu: {model: H100-SXM5-80GB, count: 8}, "
+                                            "node_range: {count: 64, first_ip: 10.64.120.10}}\n",
+        "every node re-addressed": lambda t: re.sub(r"first_ip: 10\.64\.(\d+)\.10", r"first_ip: 10.64.\1.100", t),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        (repo / "configs").mkdir()
+        for name in ("prod.yaml", "prod.lock.yaml"):
+            shutil.copy(ROOT / "configs" / name, repo / "configs" / name)
+        run(["git", "init", "-q"], repo)
+        run(["git", "add", "-A"], repo)
+        run(["git", "commit", "-qm", "base"], repo)
+        original = (repo / "configs/prod.yaml").read_text()
+        print(f"{'change':<26} {'command':<24} {'best s':>7}  first line of output")
+        for label, edit in changes.items():
+            (repo / "configs/prod.yaml").write_text(edit(original))
+            run([*sky, "plan", "configs/prod.yaml"], repo)  # the PR would carry the updated lock
+            for name, cmd in (("skyrack diff", [*sky, "diff", "HEAD"]),
+                              ("skyrack plan --locked", [*sky, "plan", "--locked", "configs/prod.yaml"]),
+                              ("git diff", ["git", "diff", "--stat", "HEAD"])):
+                seconds, first = best(cmd, repo, args.repeat)
+                print(f"{label:<26} {name:<24} {seconds:>7.2f}  {first[:90]}")
+            run(["git", "checkout", "-q", "--", "."], repo)
+
+
+if __name__ == "__main__":
+    main()

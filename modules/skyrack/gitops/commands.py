@@ -1,0 +1,108 @@
+"""`skyrack diff` and `skyrack check`: the command-line side of the GitOps review.
+
+Registered on the main typer app by `register(app)` (two lines at the bottom of
+`skyrack.cli`). Exit codes as everywhere: 0 ok, 1 danger / a failed rule / bad input,
+2 usage.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import InputError
+
+
+class Format(StrEnum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+def diff(
+    base: Annotated[str, typer.Argument(help="Revision to compare from, e.g. origin/main.")],
+    head: Annotated[str | None, typer.Argument(help="Revision to compare to (default: the working tree).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="Only this environment (repeatable).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="text, markdown (a PR comment) or json.")] = Format.text,
+    configs: Annotated[Path, typer.Option(help="Directory of the environment files.")] = Path("configs"),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Text: list every node concerned.")] = False,
+) -> None:
+    """What a change does to each environment between two revisions, with its risk.
+
+    Exit 0 without danger items, 1 with one (or an environment that does not validate).
+    """
+    from ..cli import guarded
+    from . import render
+    from .git import Repo
+    from .review import Side, review
+
+    def run():
+        repo = Repo(Path.cwd(), configs)
+        base_side = Side(repo, repo.resolve(base), base)
+        head_side = Side(repo, repo.resolve(head), head) if head else Side(repo, None, "working tree")
+        return repo, base_side, head_side
+
+    repo, base_side, head_side = guarded(run, fmt == Format.json)
+    if env:
+        known = {Path(p).stem for side in (base_side, head_side) for p in repo.env_files(side.rev)}
+        unknown = sorted(set(env) - known)
+        if unknown:
+            raise typer.BadParameter(f"no environment {', '.join(unknown)} at either revision "
+                                     f"(known: {', '.join(sorted(known)) or 'none'})", param_hint="--env")
+    report = review(repo, base_side, head_side, set(env) if env else None)
+    writer = {Format.text: lambda r: render.text(r, verbose), Format.markdown: render.markdown,
+              Format.json: render.as_json}[fmt]
+    sys.stdout.write(writer(report))
+    raise typer.Exit(report.exit_code)
+
+
+def check(
+    paths: Annotated[list[Path], typer.Argument(help="Environment files, configs/<env>.yaml.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
+) -> None:
+    """Policy rules beyond schema validity (production redundancy, exposure, quotas, versions).
+
+    Exit 1 when a rule of severity error fails (or a file does not validate).
+    """
+    from ..cli import dump_json, fail, out
+    from ..plan import make
+    from ..policies.check import RULES, run
+    from .git import is_env_file
+
+    results, problems = [], []
+    for path in (p for p in paths if is_env_file(p.name)):
+        try:
+            plan = make(path)
+        except InputError as exc:
+            problems += exc.problems
+            continue
+        findings = run(plan)
+        results.append({"file": str(path), "environment": plan.env.name, "tier": plan.env.tier,
+                        "ok": not any(f.severity == "error" for f in findings),
+                        "findings": [f.as_dict() for f in findings]})
+    failed = bool(problems) or not all(r["ok"] for r in results)
+    if as_json:
+        dump_json({"ok": not failed, "rules": [{"id": r.id, "severity": r.severity, "summary": r.summary}
+                                               for r in RULES],
+                   "results": results, "problems": [p.as_dict() for p in problems]})
+        raise typer.Exit(1 if failed else 0)
+    for r in results:
+        errors = sum(f["severity"] == "error" for f in r["findings"])
+        warnings = len(r["findings"]) - errors
+        out.print(f"{r['file']}: {r['environment']} ({r['tier']}): {len(RULES)} rules, "
+                  f"{errors} error(s), {warnings} warning(s)", markup=False)
+        for f in r["findings"]:
+            out.print(f"  {f['severity']:<7} {f['rule']}: {f['field']}: {f['message']}", markup=False)
+            out.print(f"          fix: {f['fix']}", markup=False)
+    if problems:
+        raise fail(problems)
+    raise typer.Exit(1 if failed else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff")(diff)
+    app.command("check")(check)

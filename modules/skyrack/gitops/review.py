@@ -1,0 +1,105 @@
+"""Pair the environment files of two revisions and compare each pair.
+
+Files are matched by path; a file that exists only at base and one only at head
+whose texts are mostly alike (difflib ratio >= RENAME_SIMILARITY, git's default
+threshold) are a rename. Unchanged pairs (file and lock file identical) are not planned
+at all, so a review of one changed environment costs one pair of plans.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .. import config
+from .. import plan as planmod
+from ..errors import InputError
+from .compare import compare, summary
+from .git import Repo, lock_name
+from .model import Change, EnvDiff, Report
+
+RENAME_SIMILARITY = 0.5
+
+
+@dataclass(frozen=True)
+class Side:
+    """One revision of the repository: a commit, or the working tree (rev None)."""
+
+    repo: Repo
+    rev: str | None
+    label: str  # as the user wrote it
+
+    def text(self, path: str) -> str | None:
+        return self.repo.read(self.rev, path)
+
+    def plan(self, path: str) -> planmod.Plan:
+        """Validate and plan the environment at this revision (InputError names rev:path)."""
+        where = Path(path if self.rev is None else f"{self.label}:{path}")
+        env = config.load(where, self.text(path))
+        lock_text = self.text(lock_name(path))
+        lock = None if lock_text is None else planmod.read_lock(where, lock_text)
+        return planmod.build(env, where, lock)
+
+
+def _stem(path: str) -> str:
+    return PurePosixPath(path).stem
+
+
+def pair(base: list[str], head: list[str], base_side: Side, head_side: Side) -> list[tuple[str | None, str | None]]:
+    """(base path, head path) pairs: same path, renames, then what was added or deleted."""
+    pairs: list[tuple[str | None, str | None]] = [(p, p) for p in base if p in head]
+    gone = [p for p in base if p not in head]
+    new = [p for p in head if p not in base]
+    texts = {p: (base_side.text(p) or "").splitlines() for p in gone}
+    for h in list(new):
+        lines = (head_side.text(h) or "").splitlines()
+        scored = [(difflib.SequenceMatcher(None, texts[g], lines).ratio(), g) for g in gone]
+        best = max(scored, default=(0.0, ""))
+        if best[0] >= RENAME_SIMILARITY:
+            pairs.append((best[1], h))
+            gone.remove(best[1])
+            new.remove(h)
+    pairs += [(g, None) for g in gone] + [(None, h) for h in new]
+    return sorted(pairs, key=lambda p: _stem(p[1] or p[0] or ""))
+
+
+def review(repo: Repo, base: Side, head: Side, only: set[str] | None = None) -> Report:
+    pairs = pair(repo.env_files(base.rev), repo.env_files(head.rev), base, head)
+    if only:
+        pairs = [p for p in pairs if {_stem(x) for x in p if x} & only]
+    return Report(base=base.label, head=head.label, envs=[_one(base, head, b, h) for b, h in pairs])
+
+
+def _one(base: Side, head: Side, b: str | None, h: str | None) -> EnvDiff:
+    name = _stem(h or b or "")
+    status = "added" if b is None else "deleted" if h is None else "renamed" if b != h else "modified"
+    diff = EnvDiff(name=name, status=status, base_path=b, head_path=h)
+    try:
+        if b is None:
+            assert h is not None
+            diff.changes.append(Change("info", "environment", h, f"new environment: {summary(head.plan(h))}"))
+        elif h is None:
+            try:
+                what = summary(base.plan(b))
+            except InputError:
+                what = "(it did not validate at base)"
+            diff.changes.append(Change("danger", "environment", b,
+                                       f"environment deleted: {what} no longer managed from this repository "
+                                       "(destroying its Pulumi stack is a separate, explicit step)"))
+        else:
+            if b == h and all(base.text(p) == head.text(p) for p in (b, lock_name(b))):
+                diff.status = "unchanged"
+                return diff
+            old, new = base.plan(b), head.plan(h)
+            if b != h:
+                diff.changes.append(Change("danger", "environment", h,
+                                           f"renamed from {b}: the Pulumi stack is named after the file, so this is a "
+                                           f"new stack {name!r}; rename the stack (`pulumi stack rename`) first or "
+                                           "the old one's resources are orphaned"))
+            diff.changes += compare(old, new)
+    except InputError as exc:
+        diff.status = "invalid"
+        diff.problems = exc.problems
+        diff.changes = []
+    return diff

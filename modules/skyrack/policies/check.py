@@ -1,0 +1,184 @@
+"""`skyrack check`: the policy rules applied to an environment's plan.
+
+Each rule has an id, a severity (error fails the check, warning is reported), what it
+protects and how to fix a violation. The logic that the Pulumi policy pack shares
+lives in `rules`; this module only feeds it from the plan.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+from ..plan import Plan
+from . import rules
+
+Violation = tuple[str, str]  # (field in the environment file, what is wrong)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: str  # error | warning
+    summary: str
+    fix: str
+    evaluate: Callable[[Plan], Iterable[Violation]]
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str
+    field: str
+    message: str
+    fix: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+RULES: list[Rule] = []
+
+
+def rule(id: str, summary: str, fix: str, severity: str = "error"):
+    def register(fn: Callable[[Plan], Iterable[Violation]]) -> Callable[[Plan], Iterable[Violation]]:
+        RULES.append(Rule(id, severity, summary, fix, fn))
+        return fn
+    return register
+
+
+def run(plan: Plan) -> list[Finding]:
+    """Every rule on one plan; findings in rule order."""
+    return [Finding(r.id, r.severity, field, message, r.fix) for r in RULES for field, message in r.evaluate(plan)]
+
+
+# ----------------------------------------------------------------------------- the rules
+
+
+def _zones(plan: Plan, role: str) -> set[str]:
+    return {m.zone for m in plan.members_of(role) if m.zone is not None}
+
+
+@rule("production-etcd-quorum",
+      "production: etcd (and the events etcd) has >= 3 members in >= 3 zones",
+      "set control_plane.etcd.count to 3 or 5 and azure.zones to three zones")
+def _etcd_quorum(plan: Plan) -> Iterable[Violation]:
+    if plan.env.tier != "production":
+        return
+    roles = ("etcd", "etcd-events") if plan.env.control_plane.etcd.events_cluster else ("etcd",)
+    for role in roles:
+        members, zones = len(plan.members_of(role)), len(_zones(plan, role))
+        if members < 3:
+            yield "control_plane.etcd.count", f"{role} has {members} member(s): losing one loses quorum"
+        elif zones < 3:
+            yield "azure.zones", f"{role}'s {members} members span {zones} zone(s): losing a zone loses quorum"
+
+
+@rule("production-apiserver-redundancy",
+      "production: >= 2 API servers in >= 2 zones",
+      "set control_plane.apiservers.count to 2 or more and list at least two azure.zones")
+def _apiservers(plan: Plan) -> Iterable[Violation]:
+    if plan.env.tier != "production":
+        return
+    members, zones = len(plan.members_of("apiserver")), len(_zones(plan, "apiserver"))
+    if members < 2:
+        yield "control_plane.apiservers.count", f"{members} API server: replacing or losing it stops the cluster"
+    elif zones < 2:
+        yield "azure.zones", f"the {members} API servers share one zone: a zone outage stops the cluster"
+
+
+def plan_grants(plan: Plan) -> list[tuple[str, rules.Grant]]:
+    """(field, grant): the inbound traffic the control plane's design admits from outside it."""
+    env = plan.env
+    api = ipaddress.IPv4Network(plan.subnets["apiservers"])
+    port = ((rules.APISERVER_PORT, rules.APISERVER_PORT),)
+    sources = [(f"azure.admin_cidrs[{i}]", "admin range", c) for i, c in enumerate(env.azure.admin_cidrs)]
+    sources += [(f"onprem.cidrs[{i}]", "on-prem range", c) for i, c in enumerate(env.onprem.cidrs)]
+    if "pools" in plan.subnets:
+        sources.append(("cloud_pools", "the cloud pools' subnet", ipaddress.IPv4Network(plan.subnets["pools"])))
+    return [(field, rules.Grant(label, net, api, port)) for field, label, net in sources]
+
+
+def _control_plane_nets(plan: Plan, roles: Iterable[str]) -> list[ipaddress.IPv4Network]:
+    return [ipaddress.IPv4Network(plan.subnets[r]) for r in roles if r in plan.subnets]
+
+
+@rule("etcd-isolated",
+      "etcd is reachable only from the control plane: no admin, on-prem or pool range includes an etcd subnet",
+      "narrow the range so that it excludes the control plane's subnets (see `skyrack plan`)")
+def _etcd_isolated(plan: Plan) -> Iterable[Violation]:
+    etcd = _control_plane_nets(plan, ("etcd", "etcd-events"))
+    inside = _control_plane_nets(plan, ("apiservers", "etcd", "etcd-events"))
+    for field, grant in plan_grants(plan):
+        for message in rules.etcd_exposure([grant], etcd, inside):
+            yield field, message
+
+
+@rule("apiserver-not-public",
+      f"the API server is not open to the internet (no admin range broader than a public "
+      f"/{rules.BROADEST_PUBLIC_PREFIX})",
+      "list the offices' and VPN egress ranges in azure.admin_cidrs instead")
+def _apiserver_public(plan: Plan) -> Iterable[Violation]:
+    for field, grant in plan_grants(plan):
+        for message in rules.apiserver_exposure([grant]):
+            yield field, message
+
+
+@rule("gpu-quota-within-racks",
+      "a team's GPU quota does not exceed the GPUs it can be scheduled on (its racks and unassigned racks)",
+      "lower teams[].gpu_quota or give the team racks")
+def _gpu_quota(plan: Plan) -> Iterable[Violation]:
+    per_team: dict[str | None, int] = {}
+    for node in plan.nodes:
+        per_team[node.team] = per_team.get(node.team, 0) + node.gpu_count
+    shared = per_team.get(None, 0)
+    total = sum(per_team.values())
+    quota_sum = 0
+    for i, team in enumerate(plan.env.teams):
+        if team.gpu_quota is None:
+            continue
+        quota_sum += team.gpu_quota
+        usable = per_team.get(team.name, 0) + shared
+        if team.gpu_quota > usable:
+            yield (f"teams[{i}].gpu_quota",
+                   f"team {team.name} has a quota of {team.gpu_quota:,} GPUs but can be scheduled on {usable:,}")
+    if quota_sum > total:
+        yield "teams", f"quotas add up to {quota_sum:,} GPUs but the racks hold {total:,}"
+
+
+@rule("pod-range-fits-pods",
+      "every node's pod range holds kubernetes.pods_per_node addresses",
+      "run `skyrack plan` to re-allocate, or lower kubernetes.pods_per_node")
+def _pod_ranges(plan: Plan) -> Iterable[Violation]:
+    want = plan.env.kubernetes.pods_per_node
+    small: list[str] = []
+    for node in plan.nodes:
+        size = 2 ** (32 - int(node.pod_cidr.rsplit("/", 1)[1]))
+        if size < want:
+            small.append(f"{node.name} ({node.pod_cidr})")
+    if small:
+        shown = ", ".join(small[:5]) + (f" and {len(small) - 5} more" if len(small) > 5 else "")
+        yield "kubernetes.pods_per_node", f"{len(small)} node pod range(s) hold fewer than {want} addresses: {shown}"
+
+
+@rule("kubernetes-version-supported",
+      f"kubernetes.version is within the supported window 1.{rules.KUBERNETES_MINORS[0]} to "
+      f"1.{rules.KUBERNETES_MINORS[1]}",
+      "upgrade one minor version at a time (each step a reviewed PR)")
+def _version(plan: Plan) -> Iterable[Violation]:
+    problem = rules.kubernetes_version_problem(plan.env.kubernetes.version)
+    if problem:
+        yield "kubernetes.version", problem
+
+
+@rule("kubernetes-mirror-matches-version",
+      "a Kubernetes package mirror pinned to a minor version (…/v1.NN/…) serves kubernetes.version's minor",
+      "point mirrors.kubernetes at the repository of the new minor version in the same PR")
+def _mirror(plan: Plan) -> Iterable[Violation]:
+    url = plan.env.mirrors.kubernetes
+    pinned = re.search(r"/v1\.(\d+)(/|$)", url or "")
+    if pinned and int(pinned.group(1)) != plan.env.kubernetes.minor:
+        yield ("mirrors.kubernetes", f"{url} serves 1.{pinned.group(1)} packages but kubernetes.version is "
+                                     f"{plan.env.kubernetes.version}: nodes would not find them")

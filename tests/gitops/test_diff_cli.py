@@ -1,0 +1,119 @@
+"""`skyrack diff` on repositories: files added, deleted, renamed; bad revisions and
+invalid environments; output formats and exit codes of the real command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gitops_helpers import GitRepo, find, only, run_cli
+
+
+def test_environment_added_deleted_renamed(repo: GitRepo):
+    repo.copy("prod")
+    (repo.configs / "lab.yaml").unlink()
+    (repo.configs / "lab.lock.yaml").unlink()
+    data = repo.load("dev")
+    data["name"] = "dev2"
+    (repo.configs / "dev.yaml").unlink()
+    (repo.configs / "dev.lock.yaml").rename(repo.configs / "dev2.lock.yaml")
+    repo.write("dev2", data)
+    report = repo.diff()
+    status = {e.name: (e.status, e.base_path, e.head_path) for e in report.envs}
+    assert status == {"prod": ("added", None, "configs/prod.yaml"), "lab": ("deleted", "configs/lab.yaml", None),
+                      "dev2": ("renamed", "configs/dev.yaml", "configs/dev2.yaml")}
+    assert find(only(report, "prod"), "new environment: 7,680 on-prem nodes").risk == "info"
+    assert find(only(report, "lab"), "environment deleted").risk == "danger"
+    renamed = only(report, "dev2")
+    assert find(renamed, "renamed from configs/dev.yaml").risk == "danger"
+    assert find(renamed, "resource group skyrack-dev → skyrack-dev2").risk == "danger"
+    assert report.exit_code == 1
+
+
+def test_between_two_commits_and_only_one_environment(repo: GitRepo):
+    repo.edit("dev", lambda d: d["kubernetes"].update(version="1.32.0"))
+    repo.edit("lab", lambda d: d["kubernetes"].update(version="1.32.0"))
+    head = repo.commit("upgrade")
+    repo.edit("dev", lambda d: d["kubernetes"].update(version="1.34.0"))  # working tree: not compared below
+    report = repo.diff("main~1", head, only={"dev"})
+    assert [e.name for e in report.envs] == ["dev"]
+    assert find(only(report), "Kubernetes upgrade 1.31.2 → 1.32.0").risk == "caution"
+    assert report.exit_code == 0
+
+
+def test_cli_exit_codes_and_json(repo: GitRepo):
+    assert run_cli("diff", "main", cwd=repo.root).returncode == 0
+    repo.edit("dev", lambda d: d["control_plane"]["etcd"].update(count=5))
+    proc = run_cli("diff", "main", "--format", "json", cwd=repo.root)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["ok"] is False and data["summary"]["danger"] == 1 and data["summary"]["changed"] == 1
+    (dev,) = [e for e in data["environments"] if e["name"] == "dev"]
+    assert dev["changes"][0] == {"risk": "danger", "area": "control-plane", "field": "control_plane.etcd.count",
+                                 "message": dev["changes"][0]["message"], "nodes": []}
+    text = run_cli("diff", "main", cwd=repo.root)
+    assert text.returncode == 1 and "danger   control-plane  etcd 3 → 5 members" in text.stdout
+
+
+def test_missing_revision_is_a_clear_error(repo: GitRepo):
+    proc = run_cli("diff", "no-such-branch", cwd=repo.root)
+    assert proc.returncode == 1
+    assert "no-such-branch: no such revision" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_not_a_repository(tmp_path: Path):
+    proc = run_cli("diff", "main", cwd=tmp_path)
+    assert proc.returncode == 1 and "not inside a git repository" in proc.stderr
+
+
+def test_usage_errors_exit_2(repo: GitRepo):
+    assert run_cli("diff", "main", "--format", "yaml", cwd=repo.root).returncode == 2
+    proc = run_cli("diff", "main", "--env", "staging", cwd=repo.root)
+    assert proc.returncode == 2 and "no environment staging" in proc.stderr
+
+
+def test_invalid_environment_at_head_gives_the_validators_message(repo: GitRepo):
+    repo.edit("dev", lambda d: d["control_plane"]["etcd"].update(count=4), lock=False)
+    proc = run_cli("diff", "main", cwd=repo.root)
+    assert proc.returncode == 1
+    assert "configs/dev.yaml: control_plane.etcd.count: 4 is even" in proc.stdout
+    data = json.loads(run_cli("diff", "main", "-f", "json", cwd=repo.root).stdout)
+    (dev,) = [e for e in data["environments"] if e["name"] == "dev"]
+    assert dev["status"] == "invalid" and dev["problems"][0]["path"] == "control_plane.etcd.count"
+
+
+def test_invalid_environment_at_base_names_the_revision(repo: GitRepo):
+    (repo.configs / "dev.yaml").write_text((repo.configs / "dev.yaml").read_text() + "bogus: 1\n")
+    repo.commit("broken")
+    repo.edit("dev", lambda d: d.pop("bogus"))
+    report = repo.diff("HEAD")
+    (dev,) = [e for e in report.envs if e.name == "dev"]
+    assert dev.status == "invalid" and str(dev.problems[0]) == "HEAD:configs/dev.yaml: bogus: unknown key"
+
+
+def test_markdown_of_64_new_nodes_stays_readable(repo: GitRepo):
+    def rack(d: dict[str, Any]) -> None:
+        d["racks"].append({"name": "r03", "team": "vision", "gpu": {"model": "H100-SXM5-80GB", "count": 8},
+                           "node_range": {"count": 64, "first_ip": "10.64.3.10"}})
+        d["teams"][1]["gpu_quota"] = 16 + 512
+
+    repo.edit("dev", rack)
+    proc = run_cli("diff", "main", "--format", "markdown", cwd=repo.root)
+    assert proc.returncode == 0
+    md = proc.stdout
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3, rows  # header + the rack + the team quota
+    assert "rack r03 added: 64 nodes" in rows[2] or "rack r03 added: 64 nodes" in rows[1]
+    assert "<details><summary>64 node(s) concerned, by rack</summary>" in md
+    assert "r03-n01, r03-n02" in md and "r03-n64" in md
+    assert md.startswith("<!-- skyrack-diff -->") and "Unchanged: lab." in md
+
+
+def test_deleting_an_environment_that_was_invalid_is_still_a_deletion(repo: GitRepo):
+    (repo.configs / "lab.yaml").write_text("name: lab\n")
+    repo.commit("broken lab")
+    (repo.configs / "lab.yaml").unlink()
+    (lab,) = [e for e in repo.diff("HEAD").envs if e.name == "lab"]
+    assert lab.status == "deleted" and "did not validate" in lab.changes[0].message
+    assert lab.changes[0].risk == "danger"
