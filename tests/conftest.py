@@ -1,29 +1,15 @@
-"""Shared test helpers: run the real `skyrack` command line in a subprocess."""
+"""Fixtures every test area shares; plain helpers are in support.py."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ROOT / "configs"
+from support import CONFIGS, ROOT, run_cli
 
-
-def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `python -m skyrack ARGS` from this checkout (not whatever is installed)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "modules"), "COLUMNS": "200", "NO_COLOR": "1"}
-    full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "skyrack", *args], cwd=cwd or ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"skyrack {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
+__all__ = ["CONFIGS", "ROOT", "run_cli"]
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, run_cli
+from support import ROOT, run_cli
 
 
 def ansible_inventory(source: Path) -> dict:

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli
 from skyrack import ipam, plan, sizing
+from support import run_cli
 
 
 def plan_json(path: Path, *extra: str) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CONFIGS, run_cli
+from support import CONFIGS, run_cli
 
 
 def write_env(tmp_path: Path, mutate, base: str = "dev", name: str | None = None) -> Path:

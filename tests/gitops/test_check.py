@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-from gitops_helpers import run_cli
 
 from skyrack import plan as planmod
 from skyrack.policies import check, rules
+from support import run_cli
 
 Edit = Callable[[dict[str, Any]], None]
 

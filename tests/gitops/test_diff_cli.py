@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gitops_helpers import GitRepo, find, only, run_cli
+from gitops_helpers import GitRepo, find, only
+
+from support import run_cli
 
 
 def test_environment_added_deleted_renamed(repo: GitRepo):
