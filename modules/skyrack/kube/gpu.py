@@ -21,7 +21,8 @@ UNHEALTHY = lb.Taint("skyrack.io/gpu-unhealthy", "", "NoSchedule")
 KUBELET = "/var/lib/kubelet"
 
 PROBE = """#!/bin/sh
-# Writes one line to /status/result every $INTERVAL seconds: "<ok|reason> <gpus seen>".
+# Writes one line to $STATUS/result every $INTERVAL seconds: "<ok|reason> <gpus seen>".
+STATUS=${STATUS:-/status}
 while true; do
   if out=$(nvidia-smi --query-gpu=index,ecc.errors.uncorrected.volatile.total --format=csv,noheader,nounits 2>&1)
   then
@@ -32,17 +33,19 @@ while true; do
     seen=0; state=nvidia-smi-failed
     echo "nvidia-smi failed: $out" >&2
   fi
-  echo "$state $seen" > /status/result.tmp && mv /status/result.tmp /status/result
+  echo "$state $seen" > "$STATUS/result.tmp" && mv "$STATUS/result.tmp" "$STATUS/result"
+  [ -n "$ONCE" ] && break
   sleep "$INTERVAL"
 done
 """
 
 TAINTER = """#!/bin/sh
 # Reads the probe's verdict and sets or clears the node's {key} taint.
+STATUS=${{STATUS:-/status}}
 while true; do
-  sleep "$INTERVAL"
-  [ -r /status/result ] || continue
-  read -r state seen < /status/result
+  [ -n "$ONCE" ] || sleep "$INTERVAL"
+  if [ ! -r "$STATUS/result" ]; then [ -n "$ONCE" ] && break; continue; fi
+  read -r state seen < "$STATUS/result"
   want=$(kubectl get node "$NODE_NAME" -o jsonpath='{{.metadata.labels.{count_label}}}')
   if [ "$state" = ok ] && [ -n "$want" ] && [ "$seen" -lt "$want" ]; then state=gpu-missing; fi
   if [ "$state" = ok ]; then
@@ -51,6 +54,7 @@ while true; do
     echo "unhealthy: $state ($seen of ${{want:-?}} GPUs)"
     kubectl taint node "$NODE_NAME" "{key}=$state:{effect}" --overwrite
   fi
+  [ -n "$ONCE" ] && break
 done
 """
 
@@ -90,16 +94,19 @@ def dcgm_exporter(image: str) -> o.Manifest:
                       pod_annotations=o.scrape(9400))
 
 
+def health_check_scripts() -> dict[str, str]:
+    count_label = lb.keys().gpu_count_label.replace(".", "\\.")
+    return {"probe.sh": PROBE,
+            "tainter.sh": TAINTER.format(key=UNHEALTHY.key, effect=UNHEALTHY.effect, count_label=count_label)}
+
+
 def health_check(p: planmod.Plan) -> list[o.Manifest]:
     v = p.env.cluster.versions
-    k = lb.keys()
     name, labels = "gpu-health", {"app.kubernetes.io/name": "gpu-health"}
     interval = [{"name": "INTERVAL", "value": str(p.env.cluster.gpu_health.interval_seconds)}]
     node = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     status = {"name": "status", "mountPath": "/status"}
     scripts = {"name": "scripts", "mountPath": "/scripts", "readOnly": True}
-    count_label = k.gpu_count_label.replace(".", "\\.")
-    tainter = TAINTER.format(key=UNHEALTHY.key, effect=UNHEALTHY.effect, count_label=count_label)
     pod = _gpu_pod(
         [o.container("probe", v.gpu_health_check, command=["/bin/sh", "/scripts/probe.sh"],
                      env=[*interval, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
@@ -114,7 +121,7 @@ def health_check(p: planmod.Plan) -> list[o.Manifest]:
         o.cluster_role(f"skyrack:{name}", [o.rule([""], ["nodes"], ["get", "patch", "update"])]),
         o.binding(f"skyrack:{name}", "ClusterRole", f"skyrack:{name}",
                   [o.subject("ServiceAccount", name, NAMESPACE)]),
-        o.obj("v1", "ConfigMap", name, NAMESPACE, data={"probe.sh": PROBE, "tainter.sh": tainter}),
+        o.obj("v1", "ConfigMap", name, NAMESPACE, data=health_check_scripts()),
         o.workload("DaemonSet", name, NAMESPACE, pod, labels=labels),
     ]
 
