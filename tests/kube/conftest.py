@@ -146,11 +146,12 @@ class Rendered:
         return found[0]
 
 
-def run_program(env: str, program: Callable[[], None]) -> list[Registered]:
+def run_program(env: str, program: Callable[[], None], *, preview: bool = False,
+                rec: Recorder | None = None) -> list[Registered]:
     """Run a Pulumi program under mocks, isolated: a fresh root resource and a fresh recorder."""
     pulumi.runtime.settings.ROOT.set(None)
-    rec = Recorder()
-    pulumi.runtime.set_mocks(rec, project="skyrack-cluster", stack=env, preview=False)
+    rec = rec or Recorder()
+    pulumi.runtime.set_mocks(rec, project="skyrack-cluster", stack=env, preview=preview, organization="acme")
 
     @pulumi.runtime.test
     def go() -> None:

@@ -17,6 +17,8 @@ from .. import plan as planmod
 from . import autoscaler, batch, bootstrap, gpu, monitoring, readiness, scheduling
 from . import objects as o
 
+READY_INTERVAL_S = 10.0  # between /readyz polls while `pulumi up` waits for the API servers
+
 
 @dataclass
 class ControlPlane:
@@ -83,6 +85,6 @@ class ClusterLayer(pulumi.ComponentResource):
 
 
 def _when_ready(endpoint: str, ca_pem: str, kubeconfig: str, timeout_s: float) -> str:
-    readiness.wait_for_apiserver(endpoint, ca_pem, kubeconfig, timeout_s=timeout_s,
+    readiness.wait_for_apiserver(endpoint, ca_pem, kubeconfig, timeout_s=timeout_s, interval_s=READY_INTERVAL_S,
                                  log=lambda msg: pulumi.log.info(msg))
     return kubeconfig
