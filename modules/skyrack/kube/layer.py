@@ -5,6 +5,7 @@ Inputs come from the control-plane stack (see ``ControlPlane``); everything else
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from .. import plan as planmod
-from . import autoscaler, batch, bootstrap, gpu, monitoring, readiness, scheduling
+from . import bootstrap, concerns, readiness
 from . import objects as o
 
 READY_INTERVAL_S = 10.0  # between /readyz polls while `pulumi up` waits for the API servers
@@ -59,28 +60,20 @@ class ClusterLayer(pulumi.ComponentResource):
         super().__init__("skyrack:kube:ClusterLayer", name, None, opts)
         kubeconfig = pulumi.Output.secret(cp.admin_kubeconfig)
         if wait_timeout_s is not None and not pulumi.runtime.is_dry_run():
+            # polled in a worker thread, so the program's event loop is not blocked meanwhile
             kubeconfig = pulumi.Output.all(cp.apiserver_endpoint, cp.ca_cert_pem, kubeconfig).apply(
-                lambda a: _when_ready(a[0], a[1], a[2], wait_timeout_s))
+                lambda a: asyncio.to_thread(_when_ready, a[0], a[1], a[2], wait_timeout_s))
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, enable_config_map_mutable=True,
                                      opts=pulumi.ResourceOptions(parent=self))
         token = pulumi.Output.secret(cp.bootstrap_token).apply(bootstrap.split_token)
         token_id = pulumi.Output.unsecret(token.apply(lambda t: t[0]))  # the public half; names the Secret
         token_secret = token.apply(lambda t: t[1])
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        groups = [
-            ("Bootstrap", bootstrap.manifests(plan, endpoint=cp.apiserver_endpoint, ca_cert_pem=cp.ca_cert_pem,
-                                              token_id=token_id, token_secret_part=token_secret,
-                                              now=now or dt.datetime.now(dt.UTC))),
-            ("Batch", batch.manifests(plan)),
-            ("Scheduling", scheduling.manifests()),
-            ("Gpu", gpu.manifests(plan) if any(n.gpu_count for n in plan.nodes) else []),
-            ("Monitoring", monitoring.manifests(plan)),
-        ]
-        scaler = autoscaler.manifests(plan, cp.scale_sets)
-        if scaler and cp.autoscaler_credentials is not None:
-            scaler.append(autoscaler.credentials_secret(cp.autoscaler_credentials))
-        groups.append(("Autoscaler", scaler))
-        self.concerns = {kind: Concern(kind, f"{name}-{kind.lower()}", ms, child) for kind, ms in groups if ms}
+        groups = concerns.all_manifests(
+            plan, endpoint=cp.apiserver_endpoint, ca_cert_pem=cp.ca_cert_pem, token_id=token_id,
+            token_secret_part=token_secret, now=now or dt.datetime.now(dt.UTC), scale_sets=cp.scale_sets,
+            autoscaler_credentials=cp.autoscaler_credentials)
+        self.concerns = {kind: Concern(kind, f"{name}-{kind.lower()}", ms, child) for kind, ms in groups.items()}
         self.register_outputs({"concerns": list(self.concerns)})
 
 
