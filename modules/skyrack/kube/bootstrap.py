@@ -249,9 +249,16 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
 
 def manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id: Any, token_secret_part: Any,
               now: dt.datetime) -> list[o.Manifest]:
-    """Every object an on-prem node's `kubeadm join` needs from the cluster."""
+    """Every object an on-prem node's `kubeadm join` needs from the cluster.
+
+    All but kubeadm-config are marked for server-side-apply with force: should a control plane
+    have run `kubeadm init` after all, it created them under the same names and this layer takes
+    over the fields it sets instead of failing on a conflict. kubeadm-config is not forced: a
+    kubeadm-made one also carries the control plane's own settings (external etcd), which must
+    not be overwritten; a conflict there stops `pulumi up` with a message instead.
+    """
     cluster = p.env.cluster
-    return [
+    out = [
         o.obj("v1", "ConfigMap", "cluster-info", KUBE_PUBLIC,
               data={"kubeconfig": o.lift(cluster_info_kubeconfig, endpoint, ca_cert_pem)}),
         token_secret(token_id, token_secret_part, token_expiration(now, cluster.bootstrap_token_ttl_hours)),
@@ -262,3 +269,7 @@ def manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id: Any
         *kube_proxy(p, endpoint),
         *coredns(p, cluster.versions.coredns),
     ]
+    for m in out:
+        if m["metadata"]["name"] != "kubeadm-config":
+            m["metadata"]["annotations"] = {**m["metadata"].get("annotations", {}), **o.PATCH_FORCE}
+    return out

@@ -14,6 +14,7 @@ from typing import Any
 
 Manifest = dict[str, Any]
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+PATCH_FORCE = {"pulumi.com/patchForce": "true"}  # server-side apply takes over fields another manager set
 MANAGED_BY = {"app.kubernetes.io/managed-by": "skyrack"}
 
 
