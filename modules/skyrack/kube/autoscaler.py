@@ -94,8 +94,10 @@ def manifests(p: planmod.Plan, scale_sets: Any = None) -> list[o.Manifest]:
             o.rule(["storage.k8s.io"], ["storageclasses", "csinodes", "csidrivers", "csistoragecapacities",
                                         "volumeattachments"], read),
             o.rule(["coordination.k8s.io"], ["leases"], ["create"]),
-            o.rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [NAME]),
-            o.rule([""], ["configmaps"], [*read, "create", "update", "patch", "delete"])]),
+            o.rule(["coordination.k8s.io"], ["leases"], ["get", "update"], [NAME])]),
         o.binding(f"skyrack:{NAME}", "ClusterRole", f"skyrack:{NAME}", [o.subject("ServiceAccount", NAME, NAMESPACE)]),
+        # its status ConfigMap, in its own namespace only
+        o.role(NAME, NAMESPACE, [o.rule([""], ["configmaps"], [*read, "create", "update", "patch", "delete"])]),
+        o.binding(NAME, "Role", NAME, [o.subject("ServiceAccount", NAME, NAMESPACE)], NAMESPACE),
         o.workload("Deployment", NAME, NAMESPACE, pod, labels=labels, replicas=1),
     ]
