@@ -14,6 +14,12 @@ from skyrack.kube.layer import ClusterLayer, ControlPlane
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def autoscaler_credentials(ref: pulumi.StackReference) -> pulumi.Output:
+    """ARM_* for cluster-autoscaler: the stack's `autoscaler_credentials` (a secret), plus its resource group."""
+    return pulumi.Output.all(ref.get_output("resource_group"), ref.get_output("autoscaler_credentials")).apply(
+        lambda v: {**({"ARM_RESOURCE_GROUP": v[0]} if v[0] else {}), **(v[1] or {})})
+
+
 def main() -> None:
     stack = pulumi.get_stack()
     cfg = pulumi.Config()
@@ -28,7 +34,7 @@ def main() -> None:
         bootstrap_token=ref.require_output("bootstrap_token"),
         admin_kubeconfig=ref.require_output("admin_kubeconfig"),
         scale_sets=ref.get_output("cloud_pool_scale_sets"),
-        autoscaler_credentials=ref.get_output("autoscaler_credentials") if plan.pools else None,
+        autoscaler_credentials=autoscaler_credentials(ref) if plan.pools else None,
     )
     layer = ClusterLayer("cluster", plan, cp, wait_timeout_s=60 * (cfg.get_int("apiserverWaitMinutes") or 20))
     pulumi.export("concerns", list(layer.concerns))

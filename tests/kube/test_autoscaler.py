@@ -39,7 +39,8 @@ def test_node_groups_are_the_cloud_pools_only(rendered, env):
     r = rendered(env)
     f = flags(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)
     assert f["--cloud-provider"] == ["azure"]
-    assert f["--nodes"] == [f"{p.min}:{p.max}:{env}-{p.name}" for p in r.plan.pools]
+    # the scale sets as the control-plane stack names them
+    assert f["--nodes"] == [f"{p.min}:{p.max}:skyrack-{env}-{p.name}" for p in r.plan.pools]
 
 
 def test_a_lab_without_cloud_pools_runs_no_autoscaler(rendered):

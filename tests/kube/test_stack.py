@@ -33,7 +33,7 @@ class WithControlPlaneStack(Recorder):
 def control_plane_stack(ca, endpoint: str) -> dict:
     return {"apiserver_endpoint": endpoint, "ca_cert_pem": ca.cert_pem, "ca_cert_hash": ca.hash,
             "bootstrap_token": TOKEN, "admin_kubeconfig": admin_kubeconfig(ca, endpoint),
-            "etcd_endpoints": ["https://10.0.2.4:2379"]}
+            "etcd_endpoints": ["https://10.0.2.4:2379"], "resource_group": "skyrack-dev"}
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +51,8 @@ def test_the_program_reads_the_same_named_control_plane_stack(ca):
     assert "https://10.0.1.4:6443" in cluster_info.manifest["data"]["kubeconfig"]
     provider = next(r for r in res if r.typ == "pulumi:providers:kubernetes")
     assert is_secret(provider.inputs["kubeconfig"])
+    creds = next(r for r in res if r.name == "secret-kube-system-cluster-autoscaler-azure")
+    assert creds.manifest["stringData"] == {"ARM_VM_TYPE": "vmss", "ARM_RESOURCE_GROUP": "skyrack-dev"}
 
 
 def test_the_control_plane_stack_can_be_named_in_config(ca):

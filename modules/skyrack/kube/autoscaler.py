@@ -26,8 +26,9 @@ CREDENTIALS_SECRET = "cluster-autoscaler-azure"  # noqa: S105 - a Secret's name
 
 
 def scale_set_name(p: planmod.Plan, pool: planmod.PoolPlan) -> str:
-    """The Azure scale set of a cloud pool, when the control-plane stack does not export the names."""
-    return f"{p.env.name}-{pool.name}"
+    """The Azure scale set of a cloud pool (the control-plane stack's naming, skyrack-<env>-<pool>),
+    when that stack does not export `cloud_pool_scale_sets`."""
+    return f"skyrack-{p.env.name}-{pool.name}"
 
 
 def max_scale_down_nodes(p: planmod.Plan) -> int:
