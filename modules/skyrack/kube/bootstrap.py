@@ -240,6 +240,9 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
         o.obj("v1", "ConfigMap", "coredns", KUBE_SYSTEM, data={"Corefile": COREFILE.format(domain=k.cluster_domain)}),
         o.workload("Deployment", "coredns", KUBE_SYSTEM, pod, labels=labels, replicas=coredns_replicas(p),
                    pod_annotations=o.scrape(9153)),
+        # the autoscaler's scale-down and node drains never take all of DNS at once
+        o.obj("policy/v1", "PodDisruptionBudget", "coredns", KUBE_SYSTEM, labels=labels,
+              spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}}),
         o.obj("v1", "Service", "kube-dns", KUBE_SYSTEM, labels=labels,
               spec={"clusterIP": o.service_ip(k.service_cidr, DNS_SERVICE_INDEX), "selector": labels,
                     "ports": [svc_port, {**svc_port, "name": "dns-tcp", "protocol": "TCP"},
