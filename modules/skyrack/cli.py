@@ -172,6 +172,11 @@ def read_outputs(path: Path) -> dict[str, Any]:
     return data
 
 
+from .kube.cli import app as kube_app  # noqa: E402 - the cluster layer's commands
+
+app.add_typer(kube_app, name="kube")
+
+
 def main() -> None:
     try:
         app()

@@ -235,6 +235,7 @@ class Environment(Strict):
     racks: list[Rack] = Field(default_factory=list)
     backups: Backups = Backups()
     lab: Lab | None = None
+    cluster: ClusterLayer = Field(default_factory=lambda: ClusterLayer())
 
     model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(cached_property,))
 
@@ -447,6 +448,7 @@ def semantic_problems(env: Environment, file_stem: str | None = None) -> list[tu
         out.append(("azure.vnet_cidr", vnet_problem))
     if env.lab is not None:
         out.extend(_lab_problems(env))
+    out.extend(_cluster_problems(env))
     return out
 
 
@@ -473,3 +475,76 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
         if node.ip == env.lab.host_ip:
             out.append((f"{where}.ip", f"{node.ip} is the lab host's own address on the bridge"))
     return out
+
+
+# ----------------------------------------------------------------------------- the cluster layer
+# Read by skyrack.kube (pulumi-kubernetes): what the batch cluster on top of the control plane
+# looks like. Every field has a default, so an environment file without `cluster:` is valid.
+
+Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")]
+ImageRef = Annotated[str, Field(
+    pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")]
+
+
+class Balloon(Strict):
+    """Low-priority placeholder pods that hold capacity for a team until real work preempts them."""
+
+    replicas: Annotated[int, Field(ge=0, le=10000)] = 0
+    gpus: Annotated[int, Field(ge=0, le=16)] = 8  # per pod: 8 holds a whole GPU node
+    cpu: Quantity = "1"
+    memory: Quantity = "1Gi"
+
+
+class TeamLayer(Strict):
+    """A team's share of the cluster beyond `teams[].gpu_quota` (None = no limit on that resource)."""
+
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    pods: Annotated[int, Field(ge=1)] | None = None
+    balloon: Balloon = Balloon()
+
+
+class Autoscaler(Strict):
+    """cluster-autoscaler for the cloud pools (Azure VM scale sets)."""
+
+    max_scale_down_share: Annotated[float, Field(gt=0, le=0.5)] = 0.1
+    scale_down_unneeded_minutes: Annotated[int, Field(ge=1, le=1440)] = 10
+    scale_down_delay_after_add_minutes: Annotated[int, Field(ge=0, le=1440)] = 10
+    max_graceful_termination_seconds: Annotated[int, Field(ge=0, le=86400)] = 600
+
+
+class GpuHealth(Strict):
+    interval_seconds: Annotated[int, Field(ge=30, le=86400)] = 300
+
+
+class Versions(Strict):
+    """Every image the cluster layer runs, pinned in one place per environment.
+
+    kube-proxy is not listed: it always runs the environment's `kubernetes.version`.
+    """
+
+    coredns: ImageRef = "registry.k8s.io/coredns/coredns:v1.11.3"
+    pause: ImageRef = "registry.k8s.io/pause:3.10"
+    scheduler_plugins: ImageRef = "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8"
+    nvidia_device_plugin: ImageRef = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    dcgm_exporter: ImageRef = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
+    gpu_health_check: ImageRef = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu22.04"
+    kubectl: ImageRef = "docker.io/alpine/k8s:1.31.2"  # the GPU health check's tainter: needs sh and kubectl
+    prometheus: ImageRef = "quay.io/prometheus/prometheus:v2.55.1"
+    cluster_autoscaler: ImageRef = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.1"
+
+
+class ClusterLayer(Strict):
+    bootstrap_token_ttl_hours: Annotated[int, Field(ge=1, le=24 * 30)] = 24
+    teams: dict[str, TeamLayer] = Field(default_factory=dict)
+    autoscaler: Autoscaler = Autoscaler()
+    gpu_health: GpuHealth = GpuHealth()
+    prometheus_retention_days: Annotated[int, Field(ge=1, le=365)] = 15
+    gang_permit_wait_seconds: Annotated[int, Field(ge=1, le=3600)] = 60  # a gang's pods wait this long for the rest
+    versions: Versions = Versions()
+
+
+def _cluster_problems(env: Environment) -> list[tuple[str, str]]:
+    known = [t.name for t in env.teams]
+    return [(f"cluster.teams.{name}", f"unknown team {name!r} (teams: {', '.join(known) or 'none are defined'})")
+            for name in env.cluster.teams if name not in known]

@@ -1,0 +1,91 @@
+"""The research batch layer: priority classes, one namespace and quota per team, capacity balloons.
+
+Balloons are low-priority placeholder pods (``pause``) that hold a team's nodes warm; any real
+pod preempts them. They live in their own namespace, outside every team quota: a balloon that
+counted against a team's GPU quota would make the quota refuse the very jobs that should
+preempt it (quota admission runs before the scheduler can preempt anything).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import config
+from .. import plan as planmod
+from . import labels as lb
+from . import objects as o
+
+BALLOON_NAMESPACE = "skyrack-balloons"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Priority:
+    name: str
+    value: int
+    description: str
+    global_default: bool = False
+    preempts: bool = True
+
+
+PRIORITIES = (
+    Priority("skyrack-balloon", -100, "Capacity placeholders: preempted by anything, never preempt.", preempts=False),
+    Priority("skyrack-preemptible", 100, "Opportunistic jobs: run on spare capacity, preempted by normal work."),
+    Priority("skyrack-normal", 1000, "Default for research jobs.", global_default=True),
+    Priority("skyrack-high", 10000, "Deadline work: preempts normal and preemptible jobs."),
+)
+
+
+def priority_classes() -> list[o.Manifest]:
+    return [o.obj("scheduling.k8s.io/v1", "PriorityClass", p.name, value=p.value, description=p.description,
+                  globalDefault=p.global_default,
+                  preemptionPolicy="PreemptLowerPriority" if p.preempts else "Never")
+            for p in PRIORITIES]
+
+
+def team_quota(team: config.Team, layer: config.TeamLayer) -> dict[str, str]:
+    """ResourceQuota `hard` for a team: GPUs from `teams[].gpu_quota`, the rest from `cluster.teams`."""
+    hard: dict[str, str] = {}
+    if team.gpu_quota is not None:
+        hard[f"requests.{GPU_RESOURCE}"] = str(team.gpu_quota)
+    if layer.cpu is not None:
+        hard["requests.cpu"] = layer.cpu
+    if layer.memory is not None:
+        hard["requests.memory"] = layer.memory
+    if layer.pods is not None:
+        hard["pods"] = str(layer.pods)
+    return hard
+
+
+def team_objects(team: config.Team, layer: config.TeamLayer) -> list[o.Manifest]:
+    team_label = {lb.keys().team_label: team.name}
+    return [o.obj("v1", "Namespace", team.name, labels=team_label),
+            o.obj("v1", "ResourceQuota", "team-quota", team.name, labels=team_label,
+                  spec={"hard": team_quota(team, layer)})]
+
+
+def balloon(team: str, b: config.Balloon, pause_image: str) -> o.Manifest:
+    labels = {"app.kubernetes.io/name": "balloon", lb.keys().team_label: team}
+    requests = {"cpu": b.cpu, "memory": b.memory}
+    limits: dict[str, str] = {}
+    if b.gpus:
+        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(b.gpus)  # extended resources: limit == request
+    pod = {"priorityClassName": PRIORITIES[0].name, "terminationGracePeriodSeconds": 0,
+           "nodeSelector": {lb.keys().team_label: team},
+           "tolerations": lb.team_gpu_tolerations(team),
+           "containers": [o.container("pause", pause_image, requests=requests, limits=limits or None,
+                                      securityContext={"allowPrivilegeEscalation": False,
+                                                       "runAsNonRoot": True, "runAsUser": 65535})]}
+    return o.workload("Deployment", f"balloon-{team}", BALLOON_NAMESPACE, pod, labels=labels, replicas=b.replicas)
+
+
+def manifests(p: planmod.Plan) -> list[o.Manifest]:
+    cluster = p.env.cluster
+    out = priority_classes()
+    for team in p.env.teams:
+        out += team_objects(team, cluster.teams.get(team.name, config.TeamLayer()))
+    balloons = [(t, layer.balloon) for t, layer in cluster.teams.items() if layer.balloon.replicas]
+    if balloons:
+        out.append(o.obj("v1", "Namespace", BALLOON_NAMESPACE))
+        out += [balloon(team, b, cluster.versions.pause) for team, b in balloons]
+    return out

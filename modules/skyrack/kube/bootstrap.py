@@ -1,0 +1,278 @@
+"""What ``kubeadm init`` would create and ``kubeadm join`` relies on, for API servers built without it.
+
+An on-prem node joins with ``kubeadm join`` (token discovery). That needs, in the cluster:
+the ``cluster-info`` ConfigMap in kube-public (a kubeconfig with the CA and endpoint; the
+controller manager's ``bootstrapsigner`` adds the token's JWS signature to it); a bootstrap-token
+Secret; RBAC that lets the token's group read cluster-info, kubeadm-config and kubelet-config,
+request a client certificate and have it approved; the ``kubeadm-config`` and ``kubelet-config``
+ConfigMaps; kube-proxy and CoreDNS. Object names follow kubeadm's, so kubeadm finds them.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+import re
+from typing import Any
+
+import yaml
+
+from .. import plan as planmod
+from . import objects as o
+
+TOKEN_RE = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
+TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"  # noqa: S105 - a group name
+NODES_GROUP = "system:nodes"
+KUBE_SYSTEM, KUBE_PUBLIC = "kube-system", "kube-public"
+DNS_SERVICE_INDEX = 10
+
+
+def split_token(token: str) -> tuple[str, str]:
+    """'abcdef.0123456789abcdef' -> (id, secret); the format kubeadm and the API server accept."""
+    m = TOKEN_RE.match(token)
+    if not m:
+        raise ValueError("bootstrap_token is not of the form [a-z0-9]{6}.[a-z0-9]{16}")
+    return m.group(1), m.group(2)
+
+
+def token_expiration(now: dt.datetime, ttl_hours: int) -> str:
+    """now + ttl, rounded up to the next midnight UTC (RFC 3339).
+
+    Rounding keeps the expiration the same for a day, so a preview does not show a change on
+    every run; each `pulumi up` on a new day re-arms the token.
+    """
+    end = now.astimezone(dt.UTC) + dt.timedelta(hours=ttl_hours)
+    midnight = end.replace(hour=0, minute=0, second=0, microsecond=0)
+    if midnight < end:
+        midnight += dt.timedelta(days=1)
+    return midnight.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def cluster_info_kubeconfig(endpoint: str, ca_pem: str) -> str:
+    """The kubeconfig kubeadm's token discovery reads from cluster-info (one cluster, no user)."""
+    ca_b64 = base64.b64encode(ca_pem.encode()).decode()
+    return _yaml({"apiVersion": "v1", "kind": "Config",
+                  "clusters": [{"name": "", "cluster": {"certificate-authority-data": ca_b64, "server": endpoint}}],
+                  "contexts": [], "current-context": "", "preferences": {}, "users": []})
+
+
+def kube_proxy_kubeconfig(endpoint: str) -> str:
+    sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+    return _yaml({"apiVersion": "v1", "kind": "Config",
+                  "clusters": [{"name": "default", "cluster": {"certificate-authority": f"{sa}/ca.crt",
+                                                                "server": endpoint}}],
+                  "contexts": [{"name": "default", "context": {"cluster": "default", "namespace": "default",
+                                                               "user": "default"}}],
+                  "current-context": "default",
+                  "users": [{"name": "default", "user": {"tokenFile": f"{sa}/token"}}]})
+
+
+def kubeadm_api_version(p: planmod.Plan) -> str:
+    return "kubeadm.k8s.io/v1beta4" if p.env.kubernetes.minor >= 31 else "kubeadm.k8s.io/v1beta3"
+
+
+def cluster_configuration(p: planmod.Plan, endpoint: str) -> str:
+    """kubeadm's ClusterConfiguration, which `kubeadm join` reads from the kubeadm-config ConfigMap."""
+    k = p.env.kubernetes
+    return _yaml({"apiVersion": kubeadm_api_version(p), "kind": "ClusterConfiguration",
+                  "clusterName": p.env.name, "kubernetesVersion": f"v{k.version}",
+                  "controlPlaneEndpoint": endpoint.removeprefix("https://"),
+                  "certificatesDir": "/etc/kubernetes/pki",
+                  "networking": {"dnsDomain": k.cluster_domain, "serviceSubnet": str(k.service_cidr),
+                                 "podSubnet": str(k.pod_cidr)}})
+
+
+def kubelet_configuration(p: planmod.Plan) -> dict[str, Any]:
+    """The cluster-wide KubeletConfiguration every joining kubelet downloads (kubelet-config)."""
+    k = p.env.kubernetes
+    return {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+            "authorization": {"mode": "Webhook"},
+            "cgroupDriver": "systemd",
+            "clusterDNS": [o.service_ip(k.service_cidr, DNS_SERVICE_INDEX)],
+            "clusterDomain": k.cluster_domain,
+            "maxPods": k.pods_per_node,
+            "rotateCertificates": True,
+            "serializeImagePulls": False,  # published practice: pull images in parallel
+            "staticPodPath": "/etc/kubernetes/manifests"}
+
+
+def token_secret(token_id: Any, token_secret_part: Any, expiration: str) -> o.Manifest:
+    """The bootstrap-token Secret. ``token_secret_part`` should be a Pulumi secret."""
+    m = o.obj("v1", "Secret", o.lift(lambda i: f"bootstrap-token-{i}", token_id), KUBE_SYSTEM,
+              type="bootstrap.kubernetes.io/token",
+              stringData={"description": "skyrack: joins on-prem nodes (kubeadm token discovery)",
+                          "token-id": token_id, "token-secret": token_secret_part,
+                          "expiration": expiration,
+                          "usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
+                          "auth-extra-groups": TOKEN_GROUP})
+    m["_pulumi_name"] = "bootstrap-token"
+    return m
+
+
+def _get_configmap_role(name: str, configmap: str, namespace: str, subjects: list[dict[str, str]]) -> list[o.Manifest]:
+    return [o.role(name, namespace, [o.rule([""], ["configmaps"], ["get"], [configmap])]),
+            o.binding(name, "Role", name, subjects, namespace)]
+
+
+def _groups(*names: str) -> list[dict[str, str]]:
+    return [o.subject("Group", n) for n in names]
+
+
+def join_rbac() -> list[o.Manifest]:
+    """kubeadm's bootstrap RBAC, under kubeadm's names."""
+    g = o.subject("Group", TOKEN_GROUP)
+    return [
+        o.binding("kubeadm:kubelet-bootstrap", "ClusterRole", "system:node-bootstrapper", [g]),
+        o.binding("kubeadm:node-autoapprove-bootstrap", "ClusterRole",
+                  "system:certificates.k8s.io:certificatesigningrequests:nodeclient", [g]),
+        o.binding("kubeadm:node-autoapprove-certificate-rotation", "ClusterRole",
+                  "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+                  [o.subject("Group", NODES_GROUP)]),
+        o.cluster_role("kubeadm:get-nodes", [o.rule([""], ["nodes"], ["get"])]),
+        o.binding("kubeadm:get-nodes", "ClusterRole", "kubeadm:get-nodes", [g]),
+        *_get_configmap_role("kubeadm:bootstrap-signer-clusterinfo", "cluster-info", KUBE_PUBLIC,
+                             [o.subject("User", "system:anonymous")]),
+        *_get_configmap_role("kubeadm:nodes-kubeadm-config", "kubeadm-config", KUBE_SYSTEM,
+                             _groups(TOKEN_GROUP, NODES_GROUP)),
+        *_get_configmap_role("kubeadm:kubelet-config", "kubelet-config", KUBE_SYSTEM,
+                             _groups(TOKEN_GROUP, NODES_GROUP)),
+    ]
+
+
+def kube_proxy(p: planmod.Plan, endpoint: Any) -> list[o.Manifest]:
+    k = p.env.kubernetes
+    conf = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"},
+            "clusterCIDR": str(k.pod_cidr), "mode": "iptables"}
+    labels = {"k8s-app": "kube-proxy"}
+    pod = {"hostNetwork": True, "priorityClassName": "system-node-critical", "serviceAccountName": "kube-proxy",
+           "nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"operator": "Exists"}],
+           "containers": [o.container(
+               "kube-proxy", f"registry.k8s.io/kube-proxy:v{k.version}",
+               command=["/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf",
+                        "--hostname-override=$(NODE_NAME)"],
+               env=[{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+               securityContext={"privileged": True},
+               volumeMounts=[{"name": "kube-proxy", "mountPath": "/var/lib/kube-proxy"},
+                             {"name": "xtables-lock", "mountPath": "/run/xtables.lock"},
+                             {"name": "lib-modules", "mountPath": "/lib/modules", "readOnly": True}])],
+           "volumes": [{"name": "kube-proxy", "configMap": {"name": "kube-proxy"}},
+                       {"name": "xtables-lock", "hostPath": {"path": "/run/xtables.lock", "type": "FileOrCreate"}},
+                       {"name": "lib-modules", "hostPath": {"path": "/lib/modules"}}]}
+    return [
+        o.service_account("kube-proxy", KUBE_SYSTEM),
+        o.binding("kubeadm:node-proxier", "ClusterRole", "system:node-proxier",
+                  [o.subject("ServiceAccount", "kube-proxy", KUBE_SYSTEM)]),
+        *_get_configmap_role("kube-proxy", "kube-proxy", KUBE_SYSTEM, _groups(TOKEN_GROUP)),
+        o.obj("v1", "ConfigMap", "kube-proxy", KUBE_SYSTEM, labels=labels,
+              data={"config.conf": _yaml(conf), "kubeconfig.conf": o.lift(kube_proxy_kubeconfig, endpoint)}),
+        o.workload("DaemonSet", "kube-proxy", KUBE_SYSTEM, pod, labels=labels),
+    ]
+
+
+COREFILE = """.:53 {{
+    errors
+    health {{
+       lameduck 5s
+    }}
+    ready
+    kubernetes {domain} in-addr.arpa ip6.arpa {{
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }}
+    prometheus :9153
+    forward . /etc/resolv.conf {{
+       max_concurrent 1000
+    }}
+    cache 30
+    loop
+    reload
+    loadbalance
+}}
+"""
+
+
+def coredns_replicas(p: planmod.Plan) -> int:
+    """Two for small clusters, then one per 512 nodes (on-prem plus cloud pools at max)."""
+    return max(2, math.ceil(p.env.node_count / 512))
+
+
+def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
+    from . import labels as lb
+
+    k = p.env.kubernetes
+    labels = {"k8s-app": "kube-dns"}
+    port = {"containerPort": 53, "name": "dns", "protocol": "UDP"}
+    pod = {"priorityClassName": "system-cluster-critical", "serviceAccountName": "coredns",
+           "nodeSelector": {"kubernetes.io/os": "linux"},
+           "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *lb.system_tolerations()],
+           "affinity": lb.prefer_non_gpu(),
+           "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                          "whenUnsatisfiable": "ScheduleAnyway",
+                                          "labelSelector": {"matchLabels": labels}}],
+           "containers": [o.container(
+               "coredns", image, args=["-conf", "/etc/coredns/Corefile"],
+               requests={"cpu": "100m", "memory": "70Mi"}, limits={"memory": "170Mi"},
+               ports=[port, {**port, "name": "dns-tcp", "protocol": "TCP"},
+                      {"containerPort": 9153, "name": "metrics", "protocol": "TCP"}],
+               volumeMounts=[{"name": "config-volume", "mountPath": "/etc/coredns", "readOnly": True}],
+               livenessProbe={"httpGet": {"path": "/health", "port": 8080}, "initialDelaySeconds": 60},
+               readinessProbe={"httpGet": {"path": "/ready", "port": 8181}},
+               securityContext={"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}})],
+           "volumes": [{"name": "config-volume", "configMap": {"name": "coredns"}}]}
+    svc_port = {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53}
+    return [
+        o.service_account("coredns", KUBE_SYSTEM),
+        o.cluster_role("system:coredns", [
+            o.rule([""], ["endpoints", "services", "pods", "namespaces"], ["list", "watch"]),
+            o.rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"])]),
+        o.binding("system:coredns", "ClusterRole", "system:coredns",
+                  [o.subject("ServiceAccount", "coredns", KUBE_SYSTEM)]),
+        o.obj("v1", "ConfigMap", "coredns", KUBE_SYSTEM, data={"Corefile": COREFILE.format(domain=k.cluster_domain)}),
+        o.workload("Deployment", "coredns", KUBE_SYSTEM, pod, labels=labels, replicas=coredns_replicas(p),
+                   pod_annotations=o.scrape(9153)),
+        # the autoscaler's scale-down and node drains never take all of DNS at once
+        o.obj("policy/v1", "PodDisruptionBudget", "coredns", KUBE_SYSTEM, labels=labels,
+              spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}}),
+        o.obj("v1", "Service", "kube-dns", KUBE_SYSTEM, labels=labels,
+              spec={"clusterIP": o.service_ip(k.service_cidr, DNS_SERVICE_INDEX), "selector": labels,
+                    "ports": [svc_port, {**svc_port, "name": "dns-tcp", "protocol": "TCP"},
+                              {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}),
+    ]
+
+
+def manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id: Any, token_secret_part: Any,
+              now: dt.datetime) -> list[o.Manifest]:
+    """Every object an on-prem node's `kubeadm join` needs from the cluster.
+
+    All but kubeadm-config are marked for server-side-apply with force: should a control plane
+    have run `kubeadm init` after all, it created them under the same names and this layer takes
+    over the fields it sets instead of failing on a conflict. kubeadm-config is not forced: a
+    kubeadm-made one also carries the control plane's own settings (external etcd), which must
+    not be overwritten; a conflict there stops `pulumi up` with a message instead.
+    """
+    cluster = p.env.cluster
+    out = [
+        o.obj("v1", "ConfigMap", "cluster-info", KUBE_PUBLIC,
+              data={"kubeconfig": o.lift(cluster_info_kubeconfig, endpoint, ca_cert_pem)}),
+        token_secret(token_id, token_secret_part, token_expiration(now, cluster.bootstrap_token_ttl_hours)),
+        o.obj("v1", "ConfigMap", "kubeadm-config", KUBE_SYSTEM,
+              data={"ClusterConfiguration": o.lift(lambda e: cluster_configuration(p, e), endpoint)}),
+        o.obj("v1", "ConfigMap", "kubelet-config", KUBE_SYSTEM, data={"kubelet": _yaml(kubelet_configuration(p))}),
+        *join_rbac(),
+        *kube_proxy(p, endpoint),
+        *coredns(p, cluster.versions.coredns),
+    ]
+    for m in out:
+        if m["metadata"]["name"] != "kubeadm-config":
+            m["metadata"]["annotations"] = {**m["metadata"].get("annotations", {}), **o.PATCH_FORCE}
+    return out

@@ -1,0 +1,90 @@
+"""Wait until the API servers answer, so `pulumi up` right after the control plane is created
+waits for them instead of failing.
+
+Polls ``<endpoint>/readyz`` over TLS verified against the cluster CA, authenticated with the
+admin kubeconfig's client certificate (or token), until it returns 200 or the deadline passes.
+A plain function with an injectable clock and sleep: tested against a local HTTPS server.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import ssl
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import yaml
+
+
+class NotReady(Exception):
+    """The API servers did not answer /readyz with 200 before the deadline."""
+
+
+def _user(kubeconfig: str) -> dict[str, Any]:
+    cfg = yaml.safe_load(kubeconfig) or {}
+    users = cfg.get("users") or []
+    current = cfg.get("current-context")
+    ctx = next((c.get("context", {}) for c in cfg.get("contexts") or [] if c.get("name") == current), {})
+    user = next((u for u in users if u.get("name") == ctx.get("user")), users[0] if users else {})
+    return user.get("user") or {}
+
+
+@contextlib.contextmanager
+def _tls(ca_pem: str, kubeconfig: str | None) -> Iterator[tuple[ssl.SSLContext, dict[str, str]]]:
+    """An SSL context trusting only the cluster CA, with the admin's client certificate if it has one."""
+    ctx = ssl.create_default_context(cadata=ca_pem)
+    headers: dict[str, str] = {}
+    user = _user(kubeconfig) if kubeconfig else {}
+    if user.get("token"):
+        headers["Authorization"] = f"Bearer {user['token']}"
+    with tempfile.TemporaryDirectory(prefix="skyrack-readyz-") as tmp:
+        if user.get("client-certificate-data") and user.get("client-key-data"):
+            # ssl can only load a key from a file: a private directory that is removed right after
+            cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+            for path, field in ((cert, "client-certificate-data"), (key, "client-key-data")):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(base64.b64decode(user[field]))
+            ctx.load_cert_chain(cert, key)
+        yield ctx, headers
+
+
+def probe(endpoint: str, ctx: ssl.SSLContext, headers: dict[str, str], timeout: float = 5) -> str | None:
+    """None when /readyz says 200, else why not (for the progress log)."""
+    req = urllib.request.Request(endpoint.rstrip("/") + "/readyz", headers=headers)  # noqa: S310 - https only
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:  # noqa: S310
+            return None if resp.status == 200 else f"HTTP {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{type(reason).__name__}: {reason}"
+
+
+def wait_for_apiserver(endpoint: str, ca_pem: str, kubeconfig: str | None = None, *, timeout_s: float = 1200,
+                       interval_s: float = 10, log: Callable[[str], None] = print,
+                       clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Block until the API servers are ready; returns the number of attempts. Raises NotReady."""
+    if not endpoint.startswith("https://"):
+        raise ValueError(f"apiserver_endpoint {endpoint!r} is not an https:// URL")
+    deadline = clock() + timeout_s
+    attempt = 0
+    with _tls(ca_pem, kubeconfig) as (ctx, headers):
+        while True:
+            attempt += 1
+            why = probe(endpoint, ctx, headers)
+            if why is None:
+                log(f"API servers at {endpoint} are ready (attempt {attempt})")
+                return attempt
+            if clock() + interval_s > deadline:
+                raise NotReady(f"API servers at {endpoint} not ready after {timeout_s:.0f}s "
+                               f"({attempt} attempts, last: {why}); run `pulumi up` again once they answer")
+            log(f"waiting for API servers at {endpoint}: {why} (attempt {attempt})")
+            sleep(interval_s)

@@ -1,0 +1,106 @@
+"""The research batch layer: per-team namespaces and quotas, balloons, and placement that
+matches the labels and taints the rack join puts on nodes (from the plan)."""
+
+from __future__ import annotations
+
+import pytest
+
+from skyrack import config
+from skyrack.kube import batch, layer
+
+from .conftest import run_program
+from .placement import can_run_on, live_labels, pod_spec
+
+ENVS = ["dev", "prod"]
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_one_namespace_and_quota_per_team_from_the_environment_file(rendered, env):
+    r = rendered(env)
+    teams = r.plan.env.teams
+    team_namespaces = [o for o in r.objects("Namespace") if "skyrack.io/team" in o.manifest["metadata"]["labels"]]
+    assert sorted(o.manifest["metadata"]["name"] for o in team_namespaces) == sorted(t.name for t in teams)
+    quotas = r.objects("ResourceQuota")
+    assert len(quotas) == len(teams)
+    for team in teams:
+        hard = r.one("ResourceQuota", "team-quota", team.name).manifest["spec"]["hard"]
+        layer_ = r.plan.env.cluster.teams[team.name]
+        assert hard == {"requests.nvidia.com/gpu": str(team.gpu_quota), "requests.cpu": layer_.cpu,
+                        "requests.memory": layer_.memory, "pods": str(layer_.pods)}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_balloon_sizes_come_from_the_environment_file(rendered, env):
+    r = rendered(env)
+    wanted = {t: layer_.balloon for t, layer_ in r.plan.env.cluster.teams.items() if layer_.balloon.replicas}
+    assert wanted, "the shipped environment should hold some capacity with balloons"
+    balloons = [o for o in r.objects("Deployment") if o.manifest["metadata"]["name"].startswith("balloon-")]
+    assert len(balloons) == len(wanted)
+    for team, b in wanted.items():
+        m = r.one("Deployment", f"balloon-{team}", batch.BALLOON_NAMESPACE).manifest
+        assert m["spec"]["replicas"] == b.replicas
+        res = pod_spec(m)["containers"][0]["resources"]
+        assert res["requests"] == {"cpu": b.cpu, "memory": b.memory, "nvidia.com/gpu": str(b.gpus)}
+        assert res["limits"] == {"nvidia.com/gpu": str(b.gpus)}
+        assert pod_spec(m)["priorityClassName"] == "skyrack-balloon"
+
+
+def test_balloons_are_preempted_by_every_other_priority_and_never_preempt(rendered):
+    r = rendered("dev")
+    classes = {o.manifest["metadata"]["name"]: o.manifest for o in r.objects("PriorityClass")}
+    balloon = classes["skyrack-balloon"]
+    assert balloon["preemptionPolicy"] == "Never"
+    assert all(balloon["value"] < c["value"] for n, c in classes.items() if n != "skyrack-balloon")
+    assert [n for n, c in classes.items() if c["globalDefault"]] == ["skyrack-normal"]
+    # outside every team's quota, or the quota would refuse the jobs that should preempt them
+    assert batch.BALLOON_NAMESPACE not in {o.manifest["metadata"]["namespace"] for o in r.objects("ResourceQuota")}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_a_teams_balloon_fits_its_own_racks_and_no_other_teams(rendered, env):
+    r = rendered(env)
+    for team in r.plan.env.cluster.teams:
+        pod = pod_spec(r.one("Deployment", f"balloon-{team}", batch.BALLOON_NAMESPACE).manifest)
+        seen_racks = set()
+        for node in r.plan.nodes:
+            if node.rack in seen_racks:
+                continue
+            seen_racks.add(node.rack)
+            assert can_run_on(pod, live_labels(node), node.taints) == (node.team == team), (team, node.rack)
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_cluster_services_can_run_on_every_rack(rendered, env):
+    """On-prem racks are all tainted and cloud pools may be at zero: DNS, metrics and the autoscaler
+    must still find a node."""
+    r = rendered(env)
+    services = [r.one("Deployment", "coredns", "kube-system"), r.one("Deployment", "prometheus", "skyrack-monitoring")]
+    if r.plan.pools:
+        services.append(r.one("Deployment", "cluster-autoscaler", "kube-system"))
+    for svc in services:
+        for node in {n.rack: n for n in r.plan.nodes}.values():
+            assert can_run_on(pod_spec(svc.manifest), live_labels(node), node.taints), (svc.name, node.rack)
+
+
+def test_an_unknown_team_in_the_cluster_section_is_a_clear_error(env_copy):
+    path = env_copy("dev")
+    path.write_text(path.read_text().replace("    robotics:\n      cpu:", "    robotcs:\n      cpu:"))
+    with pytest.raises(config.InputError) as exc:
+        config.load(path)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: cluster.teams.robotcs: unknown team 'robotcs' (teams: robotics)"]
+
+
+def test_balloon_sizes_follow_an_edit_of_the_environment_file(env_copy, ca):
+    from skyrack import plan as planmod
+
+    from .conftest import NOW, control_plane_outputs
+
+    path = env_copy("dev")
+    path.write_text(path.read_text().replace("balloon: {replicas: 1, gpus: 8,", "balloon: {replicas: 3, gpus: 4,"))
+    p = planmod.make(path)
+    res = run_program("dev", lambda: layer.ClusterLayer("c", p, control_plane_outputs(p, ca), now=NOW,
+                                                        wait_timeout_s=None))
+    (dep,) = [x for x in res if x.kind == "Deployment" and x.manifest["metadata"]["name"] == "balloon-robotics"]
+    assert dep.manifest["spec"]["replicas"] == 3
+    assert pod_spec(dep.manifest)["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "4"}
