@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli  # tests/conftest.py
 from skyrack import plan as planmod
 from skyrack.kube.cli import placeholder_manifests
+from support import run_cli
 
 from .conftest import CONFIGS, NOW
 
