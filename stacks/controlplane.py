@@ -53,8 +53,9 @@ def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
 def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     env = plan.env
     client = authorization.get_client_config_output()
+    tags = {"skyrack-env": env.name, "managed-by": "skyrack"}
     group = resources.ResourceGroup("resource-group", resource_group_name=env.resource_group,
-                                    location=env.azure.location, tags={"skyrack-env": env.name, "managed-by": "skyrack"})
+                                    location=env.azure.location, tags=tags)
     ctx = Context(plan, group.name, client.subscription_id, client.tenant_id)
 
     net = Network("network", ctx)

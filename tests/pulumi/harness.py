@@ -24,7 +24,6 @@ CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT / "stacks"))
 
 import controlplane  # noqa: E402
-
 from skyrack.azure import pki as azure_pki  # noqa: E402
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -77,7 +76,8 @@ class AzureMocks(pulumi.runtime.Mocks):
         own = "resourceGroupName" if kind == "ResourceGroup" else None
         name = next((v for k, v in plain.items() if (k == own or (own is None and k.endswith("Name")
                      and k != "resourceGroupName")) and isinstance(v, str)), args.name)
-        rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{plain.get('resourceGroupName', name)}/providers/{kind}/{name}"
+        group = plain.get("resourceGroupName", name)
+        rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/{kind}/{name}"
         state = {**plain, "name": name, "id": rid}
         if kind in ("VirtualMachine", "VirtualMachineScaleSet"):
             state["identity"] = {**plain.get("identity", {}), "principalId": f"principal-{name}"}

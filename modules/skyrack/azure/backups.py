@@ -39,12 +39,13 @@ class EtcdBackups(pulumi.ComponentResource):
         self.container = storage.BlobContainer(
             "etcd-snapshots", container_name=container, account_name=self.account.name, public_access="None",
             resource_group_name=ctx.resource_group, opts=child)
+        expire = {"delete": {"days_after_modification_greater_than": env.backups.retention_days}}
         storage.ManagementPolicy(
             "snapshot-retention", management_policy_name="default", account_name=self.account.name,
             resource_group_name=ctx.resource_group,
             policy={"rules": [{"name": "expire-etcd-snapshots", "enabled": True, "type": "Lifecycle", "definition": {
                 "filters": {"blob_types": ["blockBlob"], "prefix_match": [f"{container}/"]},
-                "actions": {"base_blob": {"delete": {"days_after_modification_greater_than": env.backups.retention_days}}},
+                "actions": {"base_blob": expire},
             }}]}, opts=child)
         role = pulumi.Output.concat("/subscriptions/", ctx.subscription_id,
                                     f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
