@@ -121,7 +121,8 @@ def reaches(run: StackRun, src: str, dst: str, port: int) -> bool:
 
 def sample(cidr: str) -> list[str]:
     net = ipaddress.ip_network(cidr)
-    return [str(net.network_address + 1), str(net.network_address + net.num_addresses // 2), str(net.broadcast_address - 1)]
+    first, middle, last = 1, net.num_addresses // 2, net.num_addresses - 2
+    return [str(net.network_address + i) for i in (first, middle, last)]
 
 
 def test_etcd_is_not_reachable_from_onprem(stack: StackRun) -> None:
