@@ -61,15 +61,23 @@ class Registered:
 
 
 class AzureMocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
+    """`prior`: the PKI state of an earlier run, by resource name. Like the engine, a PKI resource
+    whose provider `diff` asks for no replacement keeps that state instead of being created anew."""
+
+    def __init__(self, prior: dict[str, dict[str, Any]] | None = None) -> None:
         self.resources: list[Registered] = []
+        self.prior = prior or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         inputs = dict(args.inputs)
         inputs.pop("__provider", None)
         plain = unwrap(inputs)
         if args.typ.startswith(DYNAMIC):
-            state = {**plain, **azure_pki.make(plain)}
+            old = self.prior.get(args.name)
+            if old is not None and not azure_pki.PkiProvider().diff("", old, plain).replaces:
+                state = old
+            else:
+                state = {**plain, **azure_pki.make(plain)}
             self.resources.append(Registered(args.typ, args.name, inputs, state))
             return f"{args.name}-id", state
         kind = args.typ.split(":")[-1]
@@ -106,16 +114,20 @@ class StackRun:
     def of_type(self, suffix: str) -> list[Registered]:
         return [r for r in self.resources if r.typ.endswith(suffix)]
 
+    def pki_state(self) -> dict[str, dict[str, Any]]:
+        return {r.name: r.state for r in self.resources if r.typ.startswith(DYNAMIC)}
+
     def one(self, suffix: str, name: str) -> Registered:
         found = [r for r in self.of_type(suffix) if r.name == name]
         assert len(found) == 1, f"expected one {suffix} {name!r}, found {len(found)}"
         return found[0]
 
 
-def run_stack(name: str, configs_dir: Path = CONFIGS, config: dict[str, str] | None = None) -> StackRun:
+def run_stack(name: str, configs_dir: Path = CONFIGS, config: dict[str, str] | None = None,
+              mocks: AzureMocks | None = None) -> StackRun:
     """Run the program for stack `name` in a fresh Pulumi runtime; raise what the program raises."""
     pulumi_settings.ROOT.set(None)  # isolation: a new root Stack resource for this run
-    mocks = AzureMocks()
+    mocks = mocks or AzureMocks()
     pulumi.runtime.set_mocks(mocks, project="skyrack", stack=name, preview=False)
     pulumi.runtime.set_all_config(DEFAULT_CONFIG if config is None else config)
     box: dict[str, Any] = {}
