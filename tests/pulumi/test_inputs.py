@@ -19,8 +19,8 @@ def test_invalid_environment_registers_nothing(env_copy) -> None:
 
 def test_unreviewed_pod_ranges_register_nothing(env_copy) -> None:
     path = env_copy("dev")
-    path.write_text(path.read_text().replace("- {name: r01-n04, ip: 10.64.1.14}",
-                                             "- {name: r01-n04, ip: 10.64.1.14}\n      - {name: r01-n05, ip: 10.64.1.15}"))
+    last = "- {name: r01-n04, ip: 10.64.1.14}"
+    path.write_text(path.read_text().replace(last, last + "\n      - {name: r01-n05, ip: 10.64.1.15}"))
     mocks = AzureMocks()
     with pytest.raises(pulumi.RunError, match=r"dev.lock.yaml: out of date: 1 without a pod range \(r01-n05\)"):
         run_stack("dev", path.parent, mocks=mocks)
@@ -29,7 +29,7 @@ def test_unreviewed_pod_ranges_register_nothing(env_copy) -> None:
 
 def test_missing_kubernetes_repository_registers_nothing() -> None:
     mocks = AzureMocks()
-    with pytest.raises(pulumi.RunError, match="mirrors.kubernetes: not set, and stack config skyrack:kubernetesAptRepo"):
+    with pytest.raises(pulumi.RunError, match=r"mirrors\.kubernetes: not set, and stack config skyrack:kubernetesAptRepo"):
         run_stack("dev", config={}, mocks=mocks)
     assert mocks.resources == []
     assert DEFAULT_CONFIG  # the other tests run with the repository set
