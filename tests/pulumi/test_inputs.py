@@ -29,7 +29,8 @@ def test_unreviewed_pod_ranges_register_nothing(env_copy) -> None:
 
 def test_missing_kubernetes_repository_registers_nothing() -> None:
     mocks = AzureMocks()
-    with pytest.raises(pulumi.RunError, match=r"mirrors\.kubernetes: not set, and stack config skyrack:kubernetesAptRepo"):
+    expected = r"mirrors\.kubernetes: not set, and stack config skyrack:kubernetesAptRepo"
+    with pytest.raises(pulumi.RunError, match=expected):
         run_stack("dev", config={}, mocks=mocks)
     assert mocks.resources == []
     assert DEFAULT_CONFIG  # the other tests run with the repository set
