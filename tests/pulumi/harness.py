@@ -30,6 +30,10 @@ SECRET_SIG = "4dabf18193072939515e22adb298388d"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 TENANT = "11111111-1111-1111-1111-111111111111"
 DYNAMIC = "pulumi-python:dynamic/skyrack:"
+# The input holding a resource's own Azure name, where it is not <lowerCamelType>Name.
+OWN_NAME = {"VirtualMachine": "vmName", "VirtualMachineScaleSet": "vmScaleSetName", "StorageAccount": "accountName",
+            "BlobContainer": "containerName", "PrivateRecordSet": "relativeRecordSetName", "Vault": "vaultName",
+            "PrivateZone": "privateZoneName"}
 DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/"}
 
 
@@ -81,9 +85,8 @@ class AzureMocks(pulumi.runtime.Mocks):
             self.resources.append(Registered(args.typ, args.name, inputs, state))
             return f"{args.name}-id", state
         kind = args.typ.split(":")[-1]
-        own = "resourceGroupName" if kind == "ResourceGroup" else None
-        name = next((v for k, v in plain.items() if (k == own or (own is None and k.endswith("Name")
-                     and k != "resourceGroupName")) and isinstance(v, str)), args.name)
+        own = OWN_NAME.get(kind, kind[0].lower() + kind[1:] + "Name")
+        name = plain.get(own) or args.name  # Azure's name, or Pulumi's auto-name stand-in
         group = plain.get("resourceGroupName", name)
         rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/{kind}/{name}"
         state = {**plain, "name": name, "id": rid}
