@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pulumi
 import pytest
-from harness import DEFAULT_CONFIG, AzureMocks, run_stack
+from harness import DEFAULT_CONFIG, AzureMocks, is_secret, run_stack
 
 
 def test_invalid_environment_registers_nothing(env_copy) -> None:
@@ -39,3 +39,33 @@ def test_missing_kubernetes_repository_registers_nothing() -> None:
 def test_prod_takes_its_repository_from_the_environment() -> None:
     run = run_stack("prod", config={})
     assert run.outputs["apiserver_endpoint"].startswith("https://")
+
+
+def test_static_routes_without_an_asn(env_copy) -> None:
+    path = env_copy("dev")
+    text = path.read_text().replace("vpn: {peer_ip: 198.51.100.10, asn: 65010}", "vpn: {peer_ip: 198.51.100.10}")
+    path.write_text(text)
+    run = run_stack("dev", path.parent)
+    gateway = run.one("network:VirtualNetworkGateway", "vpn-gateway").plain
+    local = run.one("network:LocalNetworkGateway", "onprem-gateway").plain
+    assert not gateway["enableBgp"] and "bgpSettings" not in gateway and "bgpSettings" not in local
+    assert local["localNetworkAddressSpace"]["addressPrefixes"] == ["10.64.0.0/14", "10.128.0.0/24"]
+
+
+def test_no_vpn_no_gateway(env_copy) -> None:
+    path = env_copy("dev")
+    path.write_text(path.read_text().replace("  vpn: {peer_ip: 198.51.100.10, asn: 65010}\n", ""))
+    run = run_stack("dev", path.parent)
+    assert not run.of_type("network:VirtualNetworkGateway") and not run.of_type("network:LocalNetworkGateway")
+    assert run.outputs["vpn_gateway_ip"] is None
+    assert "GatewaySubnet" in {s["name"] for s in run.one("network:VirtualNetwork", "vnet").plain["subnets"]}
+
+
+def test_the_configured_vpn_key_is_used_and_stays_secret() -> None:
+    pulumi_config = {**DEFAULT_CONFIG, "skyrack:vpnSharedKey": "configured-pre-shared-key"}
+    run = run_stack("dev", config=pulumi_config)
+    connection = run.one("network:VirtualNetworkGatewayConnection", "onprem-connection")
+    assert is_secret(connection.inputs["sharedKey"])
+    assert connection.plain["sharedKey"] == "configured-pre-shared-key"
+    assert run.outputs["vpn_shared_key"] == "configured-pre-shared-key" and "vpn_shared_key" in run.secret_outputs
+    assert not [r for r in run.resources if r.name == "vpn-shared-key"]
