@@ -19,7 +19,7 @@ from pulumi_azure_native import authorization, resources
 from skyrack import plan as planmod
 from skyrack.azure.apiservers import ApiServers
 from skyrack.azure.backups import EtcdBackups
-from skyrack.azure.context import Context
+from skyrack.azure.context import Context, env_tags
 from skyrack.azure.etcd import EtcdCluster
 from skyrack.azure.hybrid import HybridLink
 from skyrack.azure.network import Network
@@ -53,9 +53,8 @@ def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
 def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     env = plan.env
     client = authorization.get_client_config_output()
-    tags = {"skyrack-env": env.name, "managed-by": "skyrack"}
     group = resources.ResourceGroup("resource-group", resource_group_name=env.resource_group,
-                                    location=env.azure.location, tags=tags)
+                                    location=env.azure.location, tags=env_tags(env.name))
     ctx = Context(plan, group.name, client.subscription_id, client.tenant_id)
 
     net = Network("network", ctx)

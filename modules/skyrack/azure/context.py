@@ -9,6 +9,11 @@ import pulumi
 from ..plan import Plan
 
 
+def env_tags(env_name: str) -> dict[str, str]:
+    """Tags on every resource of an environment: find them with `az resource list --tag skyrack-env=<env>`."""
+    return {"skyrack-env": env_name, "managed-by": "skyrack"}
+
+
 @dataclass(frozen=True)
 class Context:
     plan: Plan
@@ -27,7 +32,7 @@ class Context:
 
     @property
     def tags(self) -> dict[str, str]:
-        return {"skyrack-env": self.plan.env.name, "managed-by": "skyrack"}
+        return env_tags(self.plan.env.name)
 
     def common(self) -> dict[str, object]:
         """Arguments every resource of the environment takes."""
