@@ -73,7 +73,8 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         clusters.append(EtcdCluster("etcd-events", ctx, "etcd-events", net.subnet_ids["etcd-events"], pki, ssh_key))
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo)
     for pool in plan.pools:
-        CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key)
+        CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
+                  pki.worker_join(), settings.kubernetes_repo)
 
     vault_secrets: dict[str, pulumi.Input[str]] = {
         "bootstrap-token": pki.bootstrap_token.value,

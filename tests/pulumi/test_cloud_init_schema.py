@@ -40,6 +40,8 @@ def test_every_vm_user_data_is_valid_cloud_config(stack: StackRun, validate) -> 
     assert vms
     for vm in vms:
         validate(base64.b64decode(vm.plain["osProfile"]["customData"]).decode())
+    for scale_set in stack.of_type("compute:VirtualMachineScaleSet"):
+        validate(base64.b64decode(scale_set.plain["virtualMachineProfile"]["osProfile"]["customData"]).decode())
 
 
 def test_the_validator_catches_a_wrong_type(validate) -> None:

@@ -358,3 +358,19 @@ def test_secrets_are_secret(stack: StackRun) -> None:
         if name not in stack.secret_outputs:
             text = str(value)
             assert "PRIVATE KEY" not in text and not any(s in text for s in secrets), name
+
+
+def test_cloud_pool_nodes_join_as_workers(stack: StackRun) -> None:
+    for pool in plan_of(stack).pools:
+        scale_set = stack.one("compute:VirtualMachineScaleSet", f"pool-{pool.name}")
+        assert is_secret(scale_set.inputs["virtualMachineProfile"])  # the user-data holds the join token
+        os_profile = scale_set.plain["virtualMachineProfile"]["osProfile"]
+        config = yaml.safe_load(base64.b64decode(os_profile["customData"]))
+        join = yaml.safe_load(file_in(config, "/etc/skyrack/kubeadm.yaml"))
+        assert join["kind"] == "JoinConfiguration" and "controlPlane" not in join
+        assert join["discovery"]["bootstrapToken"]["apiServerEndpoint"] == stack.outputs["apiserver_endpoint"][8:]
+        assert join["discovery"]["bootstrapToken"]["token"] == stack.outputs["bootstrap_token"]
+        assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [stack.outputs["ca_cert_hash"]]
+        labels = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}["node-labels"]
+        assert f"skyrack.io/pool={pool.name}" in labels.split(",")
+        assert "taints" not in join["nodeRegistration"]

@@ -20,7 +20,7 @@ from pulumi import dynamic
 
 from .. import certs, pki
 from ..plan import Member, Plan
-from ..render.cloud_init import ApiServerPki, EtcdPki
+from ..render.cloud_init import ApiServerPki, EtcdPki, WorkerJoin
 
 # Inputs whose change means a new key/certificate; anything else never triggers one.
 IDENTITY = ("kind", "common_name", "organization", "dns_names", "ips", "server", "client", "ca_cert_pem")
@@ -146,3 +146,6 @@ class ControlPlanePki(pulumi.ComponentResource):
             serving.cert_pem, serving.key_pem, etcd.cert_pem, client.cert_pem, client.key_pem,
             self.bootstrap_token.value, kube.cert_hash,
         ).apply(lambda v: ApiServerPki(*v))
+
+    def worker_join(self) -> pulumi.Output[WorkerJoin]:
+        return pulumi.Output.all(self.bootstrap_token.value, self.ca_cert_hash).apply(lambda v: WorkerJoin(*v))

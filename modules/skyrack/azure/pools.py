@@ -4,7 +4,9 @@ Each instance's NIC has a primary IP configuration for the node and `pods_per_no
 secondary IP configurations for its pods ("alias IPs"), all from the pool's subnet,
 which is exactly the pool's pod range from the plan. The scale set starts at `min`;
 the cluster autoscaler (auto-discovery by the `cluster-autoscaler-*` tags, bounds in
-the `min`/`max` tags) owns the capacity afterwards, so Pulumi ignores it.
+the `min`/`max` tags) owns the capacity afterwards, so Pulumi ignores it. Each new
+instance joins the cluster as a worker (kubeadm, the bootstrap token) from cloud-init;
+a change to that user-data reaches new instances only (upgrade policy Manual).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import pulumi
 from pulumi_azure_native import compute
 
 from ..plan import PoolPlan
+from ..render import cloud_init
 from .context import Context
-from .vm import ADMIN_USER, DEBIAN_12, linux_configuration
+from .vm import ADMIN_USER, DEBIAN_12, custom_data, linux_configuration
 
 
 def ip_configurations(pool: PoolPlan, subnet_id: pulumi.Input[str]) -> list[dict[str, object]]:
@@ -25,9 +28,12 @@ def ip_configurations(pool: PoolPlan, subnet_id: pulumi.Input[str]) -> list[dict
 
 class CloudPool(pulumi.ComponentResource):
     def __init__(self, name: str, ctx: Context, pool: PoolPlan, subnet_id: pulumi.Input[str],
-                 ssh_public_key: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None):
+                 ssh_public_key: pulumi.Input[str], join: pulumi.Output[cloud_init.WorkerJoin], kubernetes_repo: str,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("skyrack:azure:CloudPool", name, None, opts)
-        env = ctx.plan.env
+        plan, env = ctx.plan, ctx.plan.env
+        user_data = join.apply(lambda j: custom_data(
+            cloud_init.pool_node(plan, pool, j, kubernetes_repo=kubernetes_repo)))
         zones = list(env.azure.zones)
         tags = {**ctx.tags, "skyrack-pool": pool.name, "skyrack-pod-cidr": pool.pod_cidr,
                 "cluster-autoscaler-enabled": "true", "cluster-autoscaler-name": env.name,
@@ -40,7 +46,7 @@ class CloudPool(pulumi.ComponentResource):
             upgrade_policy={"mode": "Manual"},
             virtual_machine_profile={
                 "os_profile": {"computer_name_prefix": f"{pool.name}-", "admin_username": ADMIN_USER,
-                               "linux_configuration": linux_configuration(ssh_public_key)},
+                               "custom_data": user_data, "linux_configuration": linux_configuration(ssh_public_key)},
                 "storage_profile": {"image_reference": DEBIAN_12,
                                     "os_disk": {"create_option": "FromImage", "caching": "ReadWrite",
                                                 "managed_disk": {"storage_account_type": "Premium_LRS"}}},
