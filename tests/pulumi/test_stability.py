@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from harness import DYNAMIC, AzureMocks, StackRun, run_stack
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-from skyrack.azure.pki import PkiProvider
+from harness import DYNAMIC, AzureMocks, StackRun, run_stack
+from pulumi.dynamic.dynamic import serialize_provider
+
+from skyrack.azure.pki import _PROVIDER, PkiProvider
 
 
 def test_second_run_keeps_every_key_and_every_vm(dev: StackRun) -> None:
@@ -27,3 +33,15 @@ def test_a_certificate_is_reissued_only_when_what_it_certifies_changes(dev: Stac
     assert provider.diff("id", old, moved).replaces == ["ips"]
     new_ca = {**cert.plain, "ca_cert_pem": "another CA"}
     assert provider.diff("id", old, new_ca).replaces == ["ca_cert_pem"]
+
+
+def test_the_provider_travels_to_pulumis_dynamic_provider_process(tmp_path) -> None:
+    """Pulumi pickles the provider (dill) into state and runs it in another process: do exactly that."""
+    blob = tmp_path / "provider.b64"
+    blob.write_text(serialize_provider(_PROVIDER))
+    code = ("import base64, sys, dill; p = dill.loads(base64.b64decode(open(sys.argv[1]).read())); "
+            "r = p.create({'kind': 'ca', 'common_name': 'x-ca'}); print(r.outs['cert_hash'])")
+    modules = str(Path(__file__).resolve().parents[2] / "modules")
+    out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": modules})
+    assert out.stdout.startswith("sha256:")
