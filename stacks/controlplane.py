@@ -41,6 +41,9 @@ class Settings:
 
 
 def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
+    if plan.env.lab is not None:
+        raise InputError([Problem(str(plan.source), "lab", "a lab environment runs on this machine "
+                                  "(systemd-nspawn nodes), not in Azure: there is no stack for it")])
     repo = plan.env.mirrors.kubernetes or config.get("kubernetesAptRepo")
     if not repo:
         raise InputError([Problem(str(plan.source), "mirrors.kubernetes",

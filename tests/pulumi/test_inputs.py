@@ -69,3 +69,10 @@ def test_the_configured_vpn_key_is_used_and_stays_secret() -> None:
     assert connection.plain["sharedKey"] == "configured-pre-shared-key"
     assert run.outputs["vpn_shared_key"] == "configured-pre-shared-key" and "vpn_shared_key" in run.secret_outputs
     assert not [r for r in run.resources if r.name == "vpn-shared-key"]
+
+
+def test_the_lab_has_no_azure_stack() -> None:
+    mocks = AzureMocks()
+    with pytest.raises(pulumi.RunError, match="lab: a lab environment runs on this machine"):
+        run_stack("lab", mocks=mocks)
+    assert mocks.resources == []

@@ -8,6 +8,7 @@ members' job (a timer in their cloud-init), not this module's.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pulumi
@@ -25,8 +26,10 @@ class EtcdBackups(pulumi.ComponentResource):
         super().__init__("skyrack:azure:EtcdBackups", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         env = ctx.plan.env
+        # No account_name: Pulumi auto-names it (global, 3-24 lowercase letters and digits).
         self.account = storage.StorageAccount(
-            f"{env.name}etcdbak", kind="StorageV2", sku={"name": "Standard_ZRS"}, access_tier="Hot",
+            re.sub(r"[^a-z0-9]", "", env.name)[:10] + "etcdbak", kind="StorageV2", sku={"name": "Standard_ZRS"},
+            access_tier="Hot",
             allow_blob_public_access=False, allow_shared_key_access=False, minimum_tls_version="TLS1_2",
             enable_https_traffic_only=True, default_to_o_auth_authentication=True,
             network_rule_set={"default_action": "Deny", "bypass": "AzureServices",
