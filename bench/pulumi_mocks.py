@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "modules"), str(ROOT / "tests" / "pulumi")]
 
-from harness import CONFIGS, run_stack  # noqa: E402
+from pulumi_harness import CONFIGS, run_stack  # noqa: E402
 
 from skyrack import plan as planmod  # noqa: E402
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import StackRun, run_stack
+from pulumi_harness import StackRun, run_stack
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import StackRun
+from pulumi_harness import StackRun
 
 # cloud-init 22.4 calls jsonschema the old way; the validation itself is unaffected.
 pytestmark = pytest.mark.filterwarnings("ignore:Passing a schema to Validator.iter_errors:DeprecationWarning")

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import DYNAMIC, AzureMocks, StackRun, run_stack
 from pulumi.dynamic.dynamic import serialize_provider
+from pulumi_harness import DYNAMIC, AzureMocks, StackRun, run_stack
 
 from skyrack.azure.pki import _PROVIDER, PkiProvider
 

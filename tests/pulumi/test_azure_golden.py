@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from golden import snapshot
-from harness import StackRun
+from pulumi_golden import snapshot
+from pulumi_harness import StackRun
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SKYRACK_UPDATE_GOLDEN") == "1"

@@ -9,9 +9,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import nsg
+import nsg_eval as nsg
 import yaml
-from harness import SUBSCRIPTION, Registered, StackRun, is_secret
+from pulumi_harness import SUBSCRIPTION, Registered, StackRun, is_secret
 
 from skyrack import pki
 from skyrack import plan as planmod

@@ -13,7 +13,7 @@ import base64
 from typing import Any
 
 import yaml
-from harness import DYNAMIC, StackRun, is_secret, unwrap
+from pulumi_harness import DYNAMIC, StackRun, is_secret, unwrap
 
 GENERATED = ("cert_pem", "key_pem", "cert_hash", "public_pem", "public_key", "value")
 
@@ -59,6 +59,6 @@ def snapshot(run: StackRun) -> str:
 
     resources = sorted(run.resources, key=lambda r: (r.typ, r.name))
     doc = [{"type": r.typ, "name": r.name, "inputs": walk(r.inputs)} for r in resources]
-    header = (f"# Resource inputs of the `{run.name}` stack under mocks, written by tests/pulumi/golden.py.\n"
+    header = (f"# Resource inputs of the `{run.name}` stack under mocks, written by tests/pulumi/pulumi_golden.py.\n"
               "# Regenerate: SKYRACK_UPDATE_GOLDEN=1 pytest tests/pulumi ; review the diff like code.\n")
     return header + yaml.dump(doc, Dumper=_Dumper, sort_keys=True, width=120, allow_unicode=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pulumi
 import pytest
-from harness import DEFAULT_CONFIG, AzureMocks, is_secret, run_stack
+from pulumi_harness import DEFAULT_CONFIG, AzureMocks, is_secret, run_stack
 
 
 def test_invalid_environment_registers_nothing(env_copy) -> None:
