@@ -44,7 +44,7 @@ def test_yaml_block_round_trips(text: str) -> None:
 def test_lab_etcd_member_user_data(lab) -> None:
     plan, issued = lab
     member = plan.members_of("etcd")[1]
-    text = cloud_init.etcd(plan, member, etcd_pki(issued, member.name), data_disk="rootfs")
+    text = cloud_init.etcd(plan, member, etcd_pki(issued, member.name))  # a lab environment: rootfs
     config = yaml.safe_load(text)
     assert text.startswith("#cloud-config\n") and config["hostname"] == member.name
     assert config["apt"]["proxy"] == plan.env.mirrors.apt_proxy

@@ -1,7 +1,9 @@
 """Every control-plane user-data passes cloud-init's own schema (strict), as `cloud-init schema` would.
 
 At boot an invalid config is only a warning, so this is where it must be caught. Uses the
-Debian cloud-init package that `./dev setup` unpacks into .cache/cloud-init (never installed).
+Debian cloud-init package unpacked into .cache/cloud-init (never installed): `./dev setup`
+does that once the etcd/lab branch is merged (`python -m skyrack.userdata_check`); by hand:
+`apt-get download cloud-init && dpkg -x cloud-init_*.deb .cache/cloud-init`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ CLOUD_INIT = Path(__file__).resolve().parents[2] / ".cache" / "cloud-init" / "us
 @pytest.fixture(scope="module")
 def validate():
     if not (CLOUD_INIT / "cloudinit").is_dir():
-        pytest.skip(f"cloud-init is not unpacked in {CLOUD_INIT} (run ./dev setup)")
+        pytest.skip(f"cloud-init is not unpacked in {CLOUD_INIT}")
     sys.path.append(str(CLOUD_INIT))
     from cloudinit.config.schema import get_schema, validate_cloudconfig_schema
 
