@@ -10,6 +10,8 @@ concrete PEM strings (no Pulumi outputs), so both callers share every line.
 * `apiserver(plan, member, pki, kubernetes_repo=...)`: kubeadm brings up the control
   plane with the shared CAs given here; the first API server runs `kubeadm init`, the
   others join it; events go to the events cluster when there is one.
+* `pool_node(plan, pool, join, kubernetes_repo=...)`: a cloud-pool node (scale-set
+  instance) that joins as a worker with the bootstrap token.
 """
 
 from __future__ import annotations
