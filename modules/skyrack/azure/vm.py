@@ -57,7 +57,7 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
                                      "disk_size_gb": 64, "delete_option": "Delete",
                                      "managed_disk": {"storage_account_type": "Premium_LRS"}}},
         network_profile={"network_interfaces": [{"id": nic.id, "primary": True, "delete_option": "Delete"}]},
-        diagnostics_profile={"boot_diagnostics": {"enabled": True}},  # serial console: the way in when all else fails
+        diagnostics_profile={"boot_diagnostics": {"enabled": True}},  # boot log (cloud-init output), serial console
         identity={"type": "SystemAssigned"},
         **ctx.common(),
         opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["osProfile.customData"]))
