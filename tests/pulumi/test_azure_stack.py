@@ -306,11 +306,32 @@ def test_apiservers_send_events_to_the_events_cluster(stack: StackRun) -> None:
     else:
         assert "etcd-servers-overrides" not in args
     assert cluster["controlPlaneEndpoint"] == stack.outputs["apiserver_endpoint"].removeprefix("https://")
-    joiner = user_data(stack.one("compute:VirtualMachine", "apiserver-1"))
-    join = yaml.safe_load(file_in(joiner, "/etc/skyrack/kubeadm.yaml"))
-    assert join["kind"] == "JoinConfiguration" and "controlPlane" in join
-    assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [stack.outputs["ca_cert_hash"]]
-    assert join["discovery"]["bootstrapToken"]["token"] == stack.outputs["bootstrap_token"]
+
+
+
+def test_every_apiserver_is_the_same_init_and_leaves_cluster_objects_to_the_cluster_layer(stack: StackRun) -> None:
+    """No "first" API server: any one can be replaced alone. kubeadm writes no cluster-wide object
+    (token, cluster-info, kubeadm-config, addons) that skyrack.kube also owns."""
+    scripts, kinds = set(), set()
+    for vm in stack.of_type("compute:VirtualMachine"):
+        if not vm.name.startswith("apiserver-"):
+            continue
+        data = user_data(vm)
+        docs = list(yaml.safe_load_all(file_in(data, "/etc/skyrack/kubeadm.yaml")))
+        kinds.add(tuple(sorted(d["kind"] for d in docs)))
+        init = next(d for d in docs if d["kind"] == "InitConfiguration")
+        assert "bootstrapTokens" not in init
+        script = file_in(data, "/usr/local/sbin/skyrack-kubeadm")
+        scripts.add("--skip-phases=upload-config,upload-certs,bootstrap-token,addon" in script)
+        cluster = next(d for d in docs if d["kind"] == "ClusterConfiguration")
+        sched = {a["name"]: a["value"] for a in cluster["scheduler"]["extraArgs"]}
+        sched_config = yaml.safe_load(file_in(data, sched["config"]))
+        enabled = [pl["name"] for prof in sched_config["profiles"] for pl in prof["plugins"]["multiPoint"]["enabled"]]
+        assert "Coscheduling" in enabled
+        patch = file_in(data, "/etc/skyrack/kubeadm-patches/kube-scheduler+json.yaml")
+        assert "scheduler-plugins/kube-scheduler" in patch
+    assert kinds == {("ClusterConfiguration", "InitConfiguration")}
+    assert scripts == {True}
 
 
 # ----------------------------------------------------------------------------- secrets and outputs

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..kube.scheduling import scheduler_config_yaml
 from ..plan import Member, Plan, PoolPlan
 from . import render
 
@@ -124,14 +125,24 @@ def events_servers_override(plan: Plan) -> str | None:
     return "/events#" + ";".join(events) if events else None
 
 
+# kubeadm init phases that write cluster-wide objects. The cluster layer (skyrack.kube, pulumi-kubernetes)
+# owns the bootstrap token, cluster-info, kubeadm-config, kubelet-config, kube-proxy and CoreDNS, so that
+# every API server VM is interchangeable and no object has two owners.
+SKIPPED_INIT_PHASES = ("upload-config", "upload-certs", "bootstrap-token", "addon")
+SCHEDULER_CONFIG = "/etc/kubernetes/skyrack-scheduler.yaml"
+
+
 def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo: str) -> str:
     """User-data of an API server. `kubernetes_repo`: the Kubernetes apt repository for this minor version."""
     if member.role != "apiserver":
         raise ValueError(f"{member.name} is an {member.role}, not an API server")
-    first = plan.members_of("apiserver")[0]
-    ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init" if member == first else "control-plane",
-                           node_label=member.name, kubelet_args=[("node-ip", member.ip)])
+    # Every API server is the same `kubeadm init` (shared CA and service-account keys), with the
+    # phases that write cluster objects skipped: those come from the cluster layer (skyrack.kube).
+    ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init", node_label=member.name,
+                           kubelet_args=[("node-ip", member.ip)])
     ctx.update(member=member, etcd_endpoints=etcd_endpoints(plan), events_override=events_servers_override(plan),
+               scheduler_config=scheduler_config_yaml(plan.env), scheduler_config_path=SCHEDULER_CONFIG,
+               scheduler_image=plan.env.cluster.versions.scheduler_plugins, skip_phases=",".join(SKIPPED_INIT_PHASES),
                # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
                hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
     unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
