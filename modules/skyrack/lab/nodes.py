@@ -113,7 +113,7 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
     cmd = ["systemd-nspawn", "-D", str(root), "--boot", "--register=no", "--keep-unit", f"--network-bridge={bridge}",
            "-M", host.name, "--console=passive", f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                            preexec_fn=enter_cgroups)  # noqa: PLW1509 - only writes a file
+                            preexec_fn=enter_cgroups)
     log.close()
     return proc.pid
 

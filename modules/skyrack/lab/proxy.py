@@ -33,13 +33,13 @@ class Handler(BaseHTTPRequestHandler):
     allowed: frozenset[str] = frozenset()
     cache: Path = Path()
 
-    def do_CONNECT(self) -> None:  # noqa: N802 - http.server's naming
+    def do_CONNECT(self) -> None:
         self.send_error(405, "CONNECT is not allowed: this proxy forwards plain HTTP to Debian mirrors only")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.scheme != "http" or url.netloc not in self.allowed:
             self.send_error(403, f"{url.netloc or self.path} is not one of this host's Debian mirrors")
@@ -81,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             conn.close()
             return
         keep = cached is not None and resp.status == 200
-        tmp = tempfile.NamedTemporaryFile(dir=self.cache, delete=False) if keep else None  # noqa: SIM115
+        tmp = tempfile.NamedTemporaryFile(dir=self.cache, delete=False) if keep else None
         try:
             while chunk := resp.read(CHUNK):
                 self.wfile.write(chunk)
@@ -97,7 +97,7 @@ class Handler(BaseHTTPRequestHandler):
                 os.unlink(tmp.name)
             conn.close()
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
 
