@@ -182,3 +182,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+from .lab.cli import app as _lab_app  # noqa: E402 - subcommands register after the core's
+
+app.add_typer(_lab_app, name="lab")

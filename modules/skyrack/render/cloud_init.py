@@ -1,0 +1,133 @@
+"""`#cloud-config` user-data for control-plane machines, one function per role.
+
+The Azure stack passes the result as a VM's custom data; the lab writes the same text
+into a systemd-nspawn node's NoCloud seed. Inputs are the plan, the member and
+concrete PEM strings (no Pulumi outputs), so both callers share every line.
+
+* `etcd(plan, member, pki)`: an etcd member (role ``etcd`` or ``etcd-events``) run by
+  Debian's etcd-server package under a skyrack unit, with peer and client mutual TLS,
+  `--quota-backend-bytes` from the environment and its data on the local disk.
+* `apiserver(plan, member, pki, kubernetes_repo=...)`: kubeadm brings up the control
+  plane with the shared CAs given here; the first API server runs `kubeadm init`, the
+  others join it; events go to the events cluster when there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..plan import Member, Plan
+from . import render
+
+ETCD_PKI = "/etc/skyrack/etcd/pki"
+ETCD_DATA = "/var/lib/etcd"
+CLIENT_PORT = 2379
+PEER_PORT = 2380
+DataDisk = Literal["local", "rootfs"]
+
+
+@dataclass(frozen=True)
+class EtcdPki:
+    ca_cert: str
+    server_cert: str
+    server_key: str
+    peer_cert: str
+    peer_key: str
+
+
+@dataclass(frozen=True)
+class ApiServerPki:
+    ca_cert: str
+    ca_key: str
+    front_proxy_ca_cert: str
+    front_proxy_ca_key: str
+    sa_key: str
+    sa_pub: str
+    serving_cert: str
+    serving_key: str
+    etcd_ca_cert: str
+    etcd_client_cert: str
+    etcd_client_key: str
+    bootstrap_token: str
+    ca_cert_hash: str
+
+
+def client_url(member: Member) -> str:
+    return f"https://{member.ip}:{CLIENT_PORT}"
+
+
+def etcd_endpoints(plan: Plan, role: str = "etcd") -> list[str]:
+    return [client_url(m) for m in plan.members_of(role)]
+
+
+def etcd_flags(plan: Plan, member: Member) -> list[str]:
+    """The etcd command line of a member: the one place its flags are decided."""
+    if member.role not in ("etcd", "etcd-events"):
+        raise ValueError(f"{member.name} is an {member.role}, not an etcd member")
+    peers = plan.members_of(member.role)
+    quota = plan.env.control_plane.etcd.quota_backend_gib * 1024**3
+    return [
+        f"--name={member.name}",
+        f"--data-dir={ETCD_DATA}/{member.role}",
+        f"--listen-client-urls={client_url(member)},https://127.0.0.1:{CLIENT_PORT}",
+        f"--advertise-client-urls={client_url(member)}",
+        f"--listen-peer-urls=https://{member.ip}:{PEER_PORT}",
+        f"--initial-advertise-peer-urls=https://{member.ip}:{PEER_PORT}",
+        "--initial-cluster=" + ",".join(f"{p.name}=https://{p.ip}:{PEER_PORT}" for p in peers),
+        f"--initial-cluster-token=skyrack-{plan.env.name}-{member.role}",
+        "--initial-cluster-state=new",
+        "--client-cert-auth",
+        f"--trusted-ca-file={ETCD_PKI}/ca.crt",
+        f"--cert-file={ETCD_PKI}/server.crt",
+        f"--key-file={ETCD_PKI}/server.key",
+        "--peer-client-cert-auth",
+        f"--peer-trusted-ca-file={ETCD_PKI}/ca.crt",
+        f"--peer-cert-file={ETCD_PKI}/peer.crt",
+        f"--peer-key-file={ETCD_PKI}/peer.key",
+        f"--quota-backend-bytes={quota}",
+        "--snapshot-count=10000",
+        "--listen-metrics-urls=http://127.0.0.1:2381",
+        "--experimental-initial-corrupt-check=true",
+    ]
+
+
+def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk = "local") -> str:
+    """User-data of an etcd or events-etcd member.
+
+    `data_disk="local"` puts the data directory on the VM's local NVMe disk (or Azure's
+    local temporary disk on sizes without NVMe); `"rootfs"` (the lab) keeps it on the
+    machine's own disk.
+    """
+    unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA)
+    disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
+    return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
+                  unit=unit, disk_script=disk)
+
+
+def events_servers_override(plan: Plan) -> str | None:
+    """`--etcd-servers-overrides` value sending core/v1 events to the events cluster, if any."""
+    events = etcd_endpoints(plan, "etcd-events")
+    return "/events#" + ";".join(events) if events else None
+
+
+def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo: str) -> str:
+    """User-data of an API server. `kubernetes_repo`: the Kubernetes apt repository for this minor version."""
+    if member.role != "apiserver":
+        raise ValueError(f"{member.name} is an {member.role}, not an API server")
+    env = plan.env
+    first = plan.members_of("apiserver")[0]
+    endpoint = plan.apiserver_endpoint.removeprefix("https://")
+    ctx = {
+        "env": env, "plan": plan, "member": member, "pki": pki, "first": member == first,
+        "endpoint": endpoint, "lb_ip": plan.apiserver_lb_ip,
+        "etcd_endpoints": etcd_endpoints(plan), "events_override": events_servers_override(plan),
+        "kubeadm_api": "v1beta4" if env.kubernetes.minor >= 31 else "v1beta3",
+        "repo": kubernetes_repo.rstrip("/") + "/",
+        # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
+        "hairpin": endpoint.split(":")[0] == plan.apiserver_lb_ip,
+    }
+    kubeadm = render("cloud-init/kubeadm.yaml.j2", **ctx)
+    bootstrap = render("cloud-init/kubeadm-bootstrap.sh.j2", **ctx)
+    unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
+    return render("cloud-init/apiserver.yaml.j2", **ctx, kubeadm=kubeadm, bootstrap=bootstrap, hairpin_unit=unit)
