@@ -88,7 +88,7 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     img = image.ensure(cfg.suite, paths.log_dir / "image.log", say)
     st.image = str(img.rootfs)
     network.ensure_bridge(cfg.bridge, str(cfg.host_ip), str(cfg.subnet))
-    st.rules = network.ensure_rules(cfg.bridge)
+    st.rules = network.ensure_rules(cfg.bridge, str(cfg.subnet))
     if not proxy_alive(st.proxy_pid):
         st.proxy_pid = start_proxy(paths, lab.proxy_url)
         say(f"apt proxy on {lab.proxy_url} (pid {st.proxy_pid})")
@@ -213,7 +213,7 @@ def down(env_path: Path, say: Say = print) -> list[str]:
     if node_root.is_dir():
         for d in node_root.iterdir():
             nodes.remove(paths, d.name)
-    network.remove_rules(network.forward_rules(bridge))
+    network.remove_rules(network.forward_rules(bridge, str(lab.cfg.subnet)))
     if network.bridge_exists(bridge):
         network.remove_bridge(bridge)
         done.append(f"removed bridge {bridge}")
@@ -246,7 +246,7 @@ def status(env_path: Path) -> dict:
         "state_dir": str(lab.paths.root),
         "up": st is not None,
         "bridge": network.bridge_exists(lab.cfg.bridge),
-        "rules": bool(st) and network.rules_present(network.forward_rules(lab.cfg.bridge)),
+        "rules": bool(st) and network.rules_present(network.forward_rules(lab.cfg.bridge, str(lab.cfg.subnet))),
         "apt_proxy": lab.proxy_url if st and proxy_alive(st.proxy_pid) else None,
         "ssh_config": str(lab.paths.ssh_config) if st else None,
         "hosts": hosts,

@@ -38,11 +38,15 @@ def remove_bridge(bridge: str) -> None:
         _ip("link", "del", bridge)
 
 
-def forward_rules(bridge: str) -> list[list[str]]:
+def forward_rules(bridge: str, subnet: str = BENCHMARK_RANGE) -> list[list[str]]:
+    """DROP the lab subnet's traffic on any other interface. With br_netfilter, frames bridged
+    between two nodes pass FORWARD with -i/-o = the bridge: the ACCEPT (inserted last, so
+    first in the chain) keeps another lab's broader DROP from cutting this lab's own traffic."""
     tag = ["-m", "comment", "--comment", f"skyrack lab {bridge}: never forward lab traffic off this host"]
     return [
-        ["FORWARD", "-s", BENCHMARK_RANGE, "!", "-o", bridge, "-j", "DROP", *tag],
-        ["FORWARD", "-d", BENCHMARK_RANGE, "!", "-i", bridge, "-j", "DROP", *tag],
+        ["FORWARD", "-s", subnet, "!", "-o", bridge, "-j", "DROP", *tag],
+        ["FORWARD", "-d", subnet, "!", "-i", bridge, "-j", "DROP", *tag],
+        ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT", *tag],
     ]
 
 
@@ -50,8 +54,8 @@ def _iptables(op: str, rule: list[str]) -> int:
     return subprocess.run(["iptables", "-w", "-t", "mangle", op, *rule], capture_output=True, check=False).returncode
 
 
-def ensure_rules(bridge: str) -> list[list[str]]:
-    rules = forward_rules(bridge)
+def ensure_rules(bridge: str, subnet: str = BENCHMARK_RANGE) -> list[list[str]]:
+    rules = forward_rules(bridge, subnet)
     for rule in rules:
         if _iptables("-C", rule) != 0:
             # Insert at the top: the DROP must win over any ACCEPT already in the chain.

@@ -93,6 +93,10 @@ def host_keys(root: Path) -> list[str]:
             for p in sorted((root / "etc/ssh").glob("ssh_host_*_key.pub"))]
 
 
+def machine(bridge: str, name: str) -> str:
+    return f"{bridge}-{name}"
+
+
 def cgroup_dirs(lab: str, name: str) -> list[Path]:
     return [r / f"skyrack-lab-{lab}" / name for r in CGROUP_ROOTS if r.is_dir()]
 
@@ -110,8 +114,9 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
 
     paths.log_dir.mkdir(parents=True, exist_ok=True)
     log = (paths.log_dir / f"{host.name}.log").open("ab")
+    # The machine name (and so the host-side veth, vb-<machine>) is unique per lab: two labs may run at once.
     cmd = ["systemd-nspawn", "-D", str(root), "--boot", "--register=no", "--keep-unit", f"--network-bridge={bridge}",
-           "-M", host.name, "--console=passive", f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
+           "-M", machine(bridge, host.name), "--hostname", host.name, "--console=passive", f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             preexec_fn=enter_cgroups)
     log.close()
@@ -146,7 +151,7 @@ def stop(paths: Paths, host: Host, bridge: str, timeout: float = 30) -> None:
     host.pid = None
     for g in cgroup_dirs(bridge, host.name):
         _rmdir_tree(g)
-    shutil.rmtree(f"/run/systemd/nspawn/propagate/{host.name}", ignore_errors=True)
+    shutil.rmtree(f"/run/systemd/nspawn/propagate/{machine(bridge, host.name)}", ignore_errors=True)
 
 
 def _reap(pid: int) -> None:
