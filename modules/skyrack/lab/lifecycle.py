@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import plan as planmod
 from ..errors import InputError, Problem
-from . import image, network, nodes, ssh
+from . import controlplane, image, network, nodes, ssh
 from .state import Host, LabState, Paths, load, save
 
 PROXY_PORT = 3142
@@ -92,6 +92,8 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     if not proxy_alive(st.proxy_pid):
         st.proxy_pid = start_proxy(paths, lab.proxy_url)
         say(f"apt proxy on {lab.proxy_url} (pid {st.proxy_pid})")
+    if controlplane.backups_configured(lab.plan):
+        controlplane.ensure_azurite(lab.plan, paths, say)
     save(paths, st)
 
     wanted = {h.name: h for h in lab.hosts()}
@@ -209,6 +211,7 @@ def down(env_path: Path, say: Say = print) -> list[str]:
             assert st.proxy_pid is not None
             os.kill(st.proxy_pid, signal.SIGTERM)
             done.append(f"stopped the apt proxy (pid {st.proxy_pid})")
+    controlplane.stop_azurite(paths)
     node_root = paths.root / "nodes"
     if node_root.is_dir():
         for d in node_root.iterdir():

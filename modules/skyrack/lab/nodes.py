@@ -116,7 +116,8 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
     log = (paths.log_dir / f"{host.name}.log").open("ab")
     # The machine name (and so the host-side veth, vb-<machine>) is unique per lab: two labs may run at once.
     cmd = ["systemd-nspawn", "-D", str(root), "--boot", "--register=no", "--keep-unit", f"--network-bridge={bridge}",
-           "-M", machine(bridge, host.name), "--hostname", host.name, "--console=passive", f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
+           "-M", machine(bridge, host.name), "--hostname", host.name, "--console=passive",
+           f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             preexec_fn=enter_cgroups)
     log.close()

@@ -92,13 +92,15 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
     ]
 
 
-def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk = "local") -> str:
+def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None = None) -> str:
     """User-data of an etcd or events-etcd member.
 
     `data_disk="local"` puts the data directory on the VM's local NVMe disk (or Azure's
     local temporary disk on sizes without NVMe); `"rootfs"` (the lab) keeps it on the
-    machine's own disk.
+    machine's own disk. By default the environment decides (a lab environment: rootfs),
+    so the Pulumi stack and the lab render the same bytes for the same member.
     """
+    data_disk = data_disk or ("rootfs" if plan.env.lab is not None else "local")
     unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA)
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
     return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
