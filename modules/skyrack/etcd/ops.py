@@ -149,9 +149,12 @@ def restore(target: Target, cluster: str, name: str, say: Say = print) -> list[M
 
     Each member's previous data directory is kept beside it (`<data>.before-restore`)
     until the next restore. The result is a new cluster (new cluster ID) holding the
-    snapshot's keys.
+    snapshot's keys; clients (the API servers) reconnect to it by address.
     """
     ssh, members = target.remote(), target.members(cluster)
+    # A token of its own: new member IDs, so a new cluster ID, and a member left out of the
+    # restore (still on the old data) can never rejoin it.
+    token = f"{flags(target.plan, members[0])['initial-cluster-token']}-restored-{time.strftime('%Y%m%dT%H%M%S')}"
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "snapshot.db"
         snap = backup.download(backup.container(target.plan, target.blob_connection), name, local)
@@ -162,7 +165,7 @@ def restore(target: Target, cluster: str, name: str, say: Say = print) -> list[M
             remote_file = "/var/lib/etcd/skyrack-restore.db"
             ssh.upload(m.name, local, remote_file)
             ssh.run(m.name, RESTORE.format(unit=UNIT, data=f["data-dir"], file=remote_file, name=f["name"],
-                                           cluster=f["initial-cluster"], token=f["initial-cluster-token"],
+                                           cluster=f["initial-cluster"], token=token,
                                            peer=f["initial-advertise-peer-urls"]))
             say(f"{m.name}: restored into {f['data-dir']} (previous data in {f['data-dir']}.before-restore)")
 
