@@ -73,11 +73,29 @@ def normalise(value):
     return " ".join(str(value).split())
 
 
+# What a module provides, visible even when it is built in without parameters (no /sys/module entry).
+PROVIDES = {
+    "overlay": lambda: "overlay" in read("/proc/filesystems").split(),
+    "br_netfilter": lambda: os.path.isdir("/proc/sys/net/bridge"),
+}
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def check_module(name):
-    if os.path.isdir(f"/sys/module/{name}"):
-        return {"status": "present", "reason": "built into the kernel or already loaded"}
+    """None when the module must be loaded; else its status and why."""
+    if name in read("/proc/modules").split():
+        return {"status": "present", "reason": "already loaded"}
+    if os.path.isdir(f"/sys/module/{name}") or PROVIDES.get(name, lambda: False)():
+        return {"status": "present", "reason": "built into the kernel"}
     if not os.path.exists("/proc/modules"):
-        return {"status": "skipped", "reason": "the kernel has no loadable-module support and it is not built in"}
+        return {"status": "skipped", "reason": "the kernel cannot load modules (no /proc/modules) and lacks this one"}
     return None
 
 
