@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from conftest import CONFIGS, run_cli
-
 from skyrack.lab import variants
 
 

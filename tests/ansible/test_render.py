@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import CONFIGS
 
+from conftest import CONFIGS
 from skyrack import plan as planmod
 from skyrack.join import outputs, render
 
@@ -71,8 +71,8 @@ def test_outputs_contract(tmp_path, key, value, message):
     assert [str(p) for p in exc.value.problems] == [f"{tmp_path / 'o.json'}: {key}: {message}"]
 
 
-def test_secrets_leave_the_inventory_as_environment_lookups():
-    public, env = outputs.split_secrets(OUTPUTS)
-    assert env == {"SKYRACK_CP_BOOTSTRAP_TOKEN": OUTPUTS["bootstrap_token"]}
+def test_secrets_are_kept_apart_from_the_inventory():
+    public, secret = outputs.split_secrets(OUTPUTS)
+    assert secret == {"skyrack_cp_bootstrap_token": OUTPUTS["bootstrap_token"]}
     assert OUTPUTS["bootstrap_token"] not in str(public)
     assert public["ca_cert_hash"] == OUTPUTS["ca_cert_hash"]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import CONFIGS, run_cli
 
+from conftest import CONFIGS, run_cli
 from skyrack.lab import variants
 from skyrack.lab.state import Paths
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, run_cli
 
+from conftest import ROOT, run_cli
 from skyrack import plan as planmod
 from skyrack.join import render
 
@@ -84,7 +84,8 @@ def test_hosts_run_what_the_join_configured(lab):
         # ... and the ones that cannot written down as skipped, with the reason
         conf = lab.ssh(name, "cat /etc/sysctl.d/90-skyrack.conf")
         assert "\nnet.core.somaxconn = 32768\n" in conf
-        assert "# net.ipv4.neigh.default.gc_thresh3 = 100000  # skipped: does not exist in this network namespace" in conf
+        skipped = "# net.ipv4.neigh.default.gc_thresh3 = 100000  # skipped: does not exist in this network namespace"
+        assert skipped in conf
         assert lab.ssh(name, "grep -c nofile /etc/security/limits.d/90-skyrack.conf").strip() == "4"
         # files rendered from the plan: byte for byte what the Python side renders
         assert lab.ssh(name, "cat /etc/kubernetes/kubelet.conf.d/50-skyrack.conf") == render.kubelet_config(p, name)

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CONFIGS, run_cli
 
+from conftest import CONFIGS, run_cli
 from skyrack.lab import variants
 from skyrack.lab.state import Paths
 

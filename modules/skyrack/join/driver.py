@@ -2,18 +2,22 @@
 
 Each rack is one ansible-runner run in its own record directory (records.py). The
 inventory comes from the plan (skyrack.inventory) plus the control plane's outputs;
-secret outputs travel only as environment variables of the Ansible process. A lab
+secret outputs never enter the inventory or the record (ansible-runner writes the whole
+environment into it): they are extra variables in a 0600 file on a memory filesystem,
+removed when the run ends. A lab
 environment adds the lab's SSH config, so host keys are checked against what `lab up`
 generated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,31 +135,38 @@ class Collector:
         return self.progress.event(ev)
 
 
+@contextlib.contextmanager
+def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
+    """`-e @file` arguments for the secrets, the file on a memory filesystem for the run only."""
+    if not secrets:
+        yield []
+        return
+    shm = Path("/dev/shm")  # noqa: S108 - TemporaryDirectory makes a private 0700 directory in it
+    with tempfile.TemporaryDirectory(prefix="skyrack-", dir=shm if shm.is_dir() else None) as d:
+        path = Path(d) / "secrets.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(secrets, f)
+        yield ["-e", f"@{path}"]
+
+
 def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
-             secret_env: dict[str, str], console: Console) -> RackRun:
+             secrets: dict[str, Any], console: Console) -> RackRun:
     run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
     inv = write_inventory(run_dir, p, public)
     envvars = ansible_env(opts, run_dir, p.env.name)
     extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
     started = time.time()
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started)
-    saved = {k: os.environ.get(k) for k in secret_env}
-    os.environ.update(secret_env)  # secrets reach Ansible's environment only, never a file
-    try:
-        with Progress(console, rack, hosts) as progress:
-            collector = Collector(progress)
-            r = ansible_runner.run(
-                private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
-                inventory=str(inv), limit=",".join(hosts), extravars=extravars, envvars=envvars,
-                cmdline="--check" if opts.check else None, event_handler=collector, quiet=True, ident="ansible",
-                # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
-                fact_cache_type="ansible.cfg")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress:
+        collector = Collector(progress)
+        r = ansible_runner.run(
+            private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
+            inventory=str(inv), limit=",".join(hosts), extravars=extravars, envvars=envvars,
+            cmdline=" ".join([*secret_args, *(["--check"] if opts.check else [])]) or None,
+            event_handler=collector, quiet=True, ident="ansible",
+            # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
+            fact_cache_type="ansible.cfg")
     result.seconds = round(time.time() - started, 1)
     result.rc, result.status = r.rc, r.status
     stats = r.stats or {}
@@ -195,15 +206,15 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
         raise ValueError(f"settings must be one of {SETTINGS}")
     p = planmod.make(env_path)
     public: dict[str, Any] | None = None
-    secret_env: dict[str, str] = {}
+    secrets: dict[str, Any] = {}
     if opts.outputs is not None:
         data = outmod.check(read_outputs(opts.outputs), opts.outputs)
-        public, secret_env = outmod.split_secrets(data)
+        public, secrets = outmod.split_secrets(data)
     selected = select(p, opts)
     lab_vars(p)  # fail early if a lab is not up
     runs: list[RackRun] = []
     for rack, hosts in selected:
-        run = run_rack(p, rack, hosts, opts, public, secret_env, console)
+        run = run_rack(p, rack, hosts, opts, public, secrets, console)
         runs.append(run)
         if on_rack:
             on_rack(run)

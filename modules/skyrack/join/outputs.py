@@ -2,8 +2,9 @@
 
 The join needs `apiserver_endpoint` ("https://ip:6443"), `ca_cert_hash` ("sha256:<hex>")
 and `bootstrap_token` ("<6>.<16>", a secret). Other keys are passed on as
-`skyrack_cp_<key>` inventory variables. Secret values never reach a file: the inventory
-refers to them through environment variables of the Ansible process (`secret_env`).
+`skyrack_cp_<key>` inventory variables. Secret values stay out of the inventory and the
+run records: `split_secrets` sets them apart, and the driver hands them to Ansible as
+extra variables in a 0600 file on a memory filesystem that exists only during the run.
 """
 
 from __future__ import annotations
@@ -40,18 +41,8 @@ def check(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return data
 
 
-def env_name(key: str) -> str:
-    return "SKYRACK_CP_" + re.sub(r"[^A-Za-z0-9]", "_", key).upper()
-
-
-def split_secrets(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Outputs for the inventory (secrets replaced by env lookups) and the secret environment."""
-    public: dict[str, Any] = {}
-    secret_env: dict[str, str] = {}
-    for key, value in data.items():
-        if SECRET.search(key) and isinstance(value, str):
-            secret_env[env_name(key)] = value
-            public[key] = "{{ lookup('ansible.builtin.env', '%s') }}" % env_name(key)  # noqa: UP031 - Jinja braces
-        else:
-            public[key] = value
-    return public, secret_env
+def split_secrets(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(outputs for the inventory, secret outputs as `skyrack_cp_<key>` extra variables)."""
+    public = {k: v for k, v in data.items() if not SECRET.search(k)}
+    secret = {f"skyrack_cp_{k}": v for k, v in data.items() if SECRET.search(k)}
+    return public, secret
