@@ -178,3 +178,14 @@ def sans(cert_pem: str) -> tuple[list[str], list[str]]:
 def not_after(cert_pem: str) -> str:
     """Expiry as an ISO 8601 UTC timestamp."""
     return load_cert(cert_pem).not_valid_after_utc.isoformat()
+
+
+def ssh_keypair() -> tuple[str, str]:
+    """(OpenSSH private key, `ssh-ed25519 ...` public key) for a VM's admin account."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return private, public

@@ -107,8 +107,10 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     started: list[Host] = []
     for name, want in wanted.items():
         host = st.hosts.get(name)
-        if host is not None and nodes.alive(host):
+        if host is not None and nodes.alive(host, cfg.bridge):
             continue
+        if host is not None:  # crashed or stopped: clear what is left of it before booting again
+            nodes.stop(paths, host, cfg.bridge)
         host = Host(want.name, want.ip, want.role)
         root = nodes.mount(paths, name, img.rootfs)
         stamp = paths.node_dir(name) / "personalised"
@@ -241,7 +243,7 @@ def status(env_path: Path) -> dict:
     hosts = []
     for want in lab.hosts():
         h = st.hosts.get(want.name) if st else None
-        running = bool(h and nodes.alive(h))
+        running = bool(h and nodes.alive(h, lab.cfg.bridge))
         answering = running and nodes.wait_ssh(want.ip, time.monotonic() + 1.5)
         hosts.append(HostStatus(want.name, want.ip, want.role, running, answering).__dict__)
     return {

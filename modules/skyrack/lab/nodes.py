@@ -94,6 +94,7 @@ def host_keys(root: Path) -> list[str]:
 
 
 def machine(bridge: str, name: str) -> str:
+    """nspawn's machine name: unique per lab, since it names the host side of the node's veth."""
     return f"{bridge}-{name}"
 
 
@@ -114,17 +115,15 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
 
     paths.log_dir.mkdir(parents=True, exist_ok=True)
     log = (paths.log_dir / f"{host.name}.log").open("ab")
-    # The machine name (and so the host-side veth, vb-<machine>) is unique per lab: two labs may run at once.
     cmd = ["systemd-nspawn", "-D", str(root), "--boot", "--register=no", "--keep-unit", f"--network-bridge={bridge}",
-           "-M", machine(bridge, host.name), "--hostname", host.name, "--console=passive",
-           f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
+           "-M", machine(bridge, host.name), "--console=passive", f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             preexec_fn=enter_cgroups)
     log.close()
     return proc.pid
 
 
-def alive(host: Host) -> bool:
+def alive(host: Host, bridge: str) -> bool:
     """True if the recorded PID is still this node's systemd-nspawn (not a reused PID)."""
     if not host.pid:
         return False
@@ -132,27 +131,46 @@ def alive(host: Host) -> bool:
         cmdline = Path(f"/proc/{host.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return bool(cmdline) and cmdline[0].endswith(b"systemd-nspawn") and host.name.encode() in cmdline
+    return bool(cmdline) and cmdline[0].endswith(b"systemd-nspawn") and machine(bridge, host.name).encode() in cmdline
 
 
 def stop(paths: Paths, host: Host, bridge: str, timeout: float = 30) -> None:
     """Orderly halt (SIGTERM to nspawn), SIGKILL after `timeout`; then release cgroups and /run leftovers."""
-    if alive(host):
+    if alive(host, bridge):
         assert host.pid is not None
         os.kill(host.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while alive(host) and time.monotonic() < deadline:
+        while alive(host, bridge) and time.monotonic() < deadline:
             _reap(host.pid)
             time.sleep(0.2)
-        if alive(host):
+        if alive(host, bridge):
             os.killpg(host.pid, signal.SIGKILL)
-            while alive(host):
+            while alive(host, bridge):
                 _reap(host.pid)
                 time.sleep(0.1)
     host.pid = None
-    for g in cgroup_dirs(bridge, host.name):
+    groups = cgroup_dirs(bridge, host.name)
+    kill_leftovers(groups)
+    for g in groups:
         _rmdir_tree(g)
     shutil.rmtree(f"/run/systemd/nspawn/propagate/{machine(bridge, host.name)}", ignore_errors=True)
+
+
+def kill_leftovers(groups: list[Path], timeout: float = 10) -> None:
+    """SIGKILL whatever still runs in a node's cgroups: a node whose nspawn was killed
+    (a crash) leaves its container's processes behind, holding its disk and address."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = {int(pid) for g in groups if g.is_dir() for procs in g.rglob("cgroup.procs")
+                for pid in procs.read_text().split()}
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
 
 
 def _reap(pid: int) -> None:

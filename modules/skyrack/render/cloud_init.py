@@ -10,6 +10,8 @@ concrete PEM strings (no Pulumi outputs), so both callers share every line.
 * `apiserver(plan, member, pki, kubernetes_repo=...)`: kubeadm brings up the control
   plane with the shared CAs given here; the first API server runs `kubeadm init`, the
   others join it; events go to the events cluster when there is one.
+* `pool_node(plan, pool, join, kubernetes_repo=...)`: a cloud-pool node (scale-set
+  instance) that joins as a worker with the bootstrap token.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..plan import Member, Plan
+from ..plan import Member, Plan, PoolPlan
 from . import render
 
 ETCD_PKI = "/etc/skyrack/etcd/pki"
@@ -25,6 +27,7 @@ ETCD_DATA = "/var/lib/etcd"
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
+NODE_PACKAGES = ("containerd", "curl", "gpg", "iptables")  # kubelet, kubeadm, kubectl come from the Kubernetes repo
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,14 @@ class ApiServerPki:
     etcd_ca_cert: str
     etcd_client_cert: str
     etcd_client_key: str
+    bootstrap_token: str
+    ca_cert_hash: str
+
+
+@dataclass(frozen=True)
+class WorkerJoin:
+    """What a worker needs to join: the bootstrap token and the CA hash to trust."""
+
     bootstrap_token: str
     ca_cert_hash: str
 
@@ -117,19 +128,36 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
     """User-data of an API server. `kubernetes_repo`: the Kubernetes apt repository for this minor version."""
     if member.role != "apiserver":
         raise ValueError(f"{member.name} is an {member.role}, not an API server")
-    env = plan.env
     first = plan.members_of("apiserver")[0]
-    endpoint = plan.apiserver_endpoint.removeprefix("https://")
-    ctx = {
-        "env": env, "plan": plan, "member": member, "pki": pki, "first": member == first,
-        "endpoint": endpoint, "lb_ip": plan.apiserver_lb_ip,
-        "etcd_endpoints": etcd_endpoints(plan), "events_override": events_servers_override(plan),
-        "kubeadm_api": "v1beta4" if env.kubernetes.minor >= 31 else "v1beta3",
-        "repo": kubernetes_repo.rstrip("/") + "/",
-        # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
-        "hairpin": endpoint.split(":")[0] == plan.apiserver_lb_ip,
-    }
-    kubeadm = render("cloud-init/kubeadm.yaml.j2", **ctx)
-    bootstrap = render("cloud-init/kubeadm-bootstrap.sh.j2", **ctx)
+    ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init" if member == first else "control-plane",
+                           node_label=member.name, kubelet_args=[("node-ip", member.ip)])
+    ctx.update(member=member, etcd_endpoints=etcd_endpoints(plan), events_override=events_servers_override(plan),
+               # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
+               hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
     unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
-    return render("cloud-init/apiserver.yaml.j2", **ctx, kubeadm=kubeadm, bootstrap=bootstrap, hairpin_unit=unit)
+    return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit)
+
+
+def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: str) -> str:
+    """User-data of a cloud-pool node: kubeadm joins it as a worker labelled with its pool."""
+    labels = {"skyrack.io/env": plan.env.name, "skyrack.io/pool": pool.name}
+    ctx = _kubeadm_context(plan, kubernetes_repo, join, mode="worker", node_label=f"a node of pool {pool.name}",
+                           kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items()))])
+    ctx.update(pool=pool, member=None, hairpin=False)
+    return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
+
+
+def _kubeadm_context(plan: Plan, kubernetes_repo: str, pki: ApiServerPki | WorkerJoin, **extra: object) -> dict:
+    env = plan.env
+    return {
+        "env": env, "plan": plan, "pki": pki, "node_packages": NODE_PACKAGES,
+        "endpoint": plan.apiserver_endpoint.removeprefix("https://"), "lb_ip": plan.apiserver_lb_ip,
+        "kubeadm_api": "v1beta4" if env.kubernetes.minor >= 31 else "v1beta3",
+        "repo": kubernetes_repo.rstrip("/") + "/", **extra,
+    }
+
+
+def _node_files(ctx: dict) -> dict:
+    """The context plus the kubeadm configuration and bootstrap script every kubeadm node gets."""
+    return {**ctx, "kubeadm": render("cloud-init/kubeadm.yaml.j2", **ctx),
+            "bootstrap": render("cloud-init/kubeadm-bootstrap.sh.j2", **ctx)}

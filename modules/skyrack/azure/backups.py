@@ -1,0 +1,64 @@
+"""Storage for etcd snapshots: a private, zone-redundant storage account and container.
+
+Only the etcd members write, with their VMs' managed identities (Storage Blob Data
+Contributor on the container; no account keys). Blobs older than
+`backups.retention_days` are deleted by a lifecycle rule. Taking the snapshots is the
+members' job (a timer in their cloud-init), not this module's.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pulumi
+from pulumi_azure_native import authorization, storage
+
+from .context import Context
+
+BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Azure built-in role
+
+
+class EtcdBackups(pulumi.ComponentResource):
+    def __init__(self, name: str, ctx: Context, writers: dict[str, pulumi.Input[str]],
+                 writer_subnet_ids: list[pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None):
+        """`writers`: member name -> principal ID of its VM's managed identity; their subnets may connect."""
+        super().__init__("skyrack:azure:EtcdBackups", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        env = ctx.plan.env
+        # No account_name: Pulumi auto-names it (global, 3-24 lowercase letters and digits).
+        self.account = storage.StorageAccount(
+            re.sub(r"[^a-z0-9]", "", env.name)[:10] + "etcdbak", kind="StorageV2", sku={"name": "Standard_ZRS"},
+            access_tier="Hot",
+            allow_blob_public_access=False, allow_shared_key_access=False, minimum_tls_version="TLS1_2",
+            enable_https_traffic_only=True, default_to_o_auth_authentication=True,
+            network_rule_set={"default_action": "Deny", "bypass": "AzureServices",
+                              "virtual_network_rules": [{"virtual_network_resource_id": s, "action": "Allow"}
+                                                        for s in writer_subnet_ids],
+                              "ip_rules": [{"ip_address_or_range": str(c), "action": "Allow"}
+                                           for c in env.azure.admin_cidrs]},
+            **ctx.common(), opts=child)
+        container = env.backups.container
+        self.container = storage.BlobContainer(
+            "etcd-snapshots", container_name=container, account_name=self.account.name, public_access="None",
+            resource_group_name=ctx.resource_group, opts=child)
+        expire = {"delete": {"days_after_modification_greater_than": env.backups.retention_days}}
+        storage.ManagementPolicy(
+            "snapshot-retention", management_policy_name="default", account_name=self.account.name,
+            resource_group_name=ctx.resource_group,
+            policy={"rules": [{"name": "expire-etcd-snapshots", "enabled": True, "type": "Lifecycle", "definition": {
+                "filters": {"blob_types": ["blockBlob"], "prefix_match": [f"{container}/"]},
+                "actions": {"base_blob": expire},
+            }}]}, opts=child)
+        role = pulumi.Output.concat("/subscriptions/", ctx.subscription_id,
+                                    f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
+        for member, principal in writers.items():
+            authorization.RoleAssignment(
+                f"backup-writer-{member}",
+                # Role assignment names are GUIDs; derive one so it is the same on every run.
+                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"skyrack/{env.name}/etcd-backup/{member}")),
+                principal_id=principal, principal_type="ServicePrincipal", role_definition_id=role,
+                scope=self.container.id, opts=child)
+        self.container_url: pulumi.Output[str] = pulumi.Output.concat(
+            self.account.primary_endpoints.apply(lambda e: (e.blob if e else "") or ""), container)
+        self.register_outputs({"container_url": self.container_url})

@@ -1,0 +1,31 @@
+"""An etcd cluster (the main one, or the separate events cluster): one VM per member.
+
+Members are spread over `azure.zones` by the plan (round robin: no two members share a
+zone while there are zones left). Each member's data lives on the VM's local NVMe
+disk (the plan picks Lsv3 sizes), set up by its cloud-init at every boot.
+"""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import compute
+
+from ..render import cloud_init
+from .context import Context
+from .pki import ControlPlanePki
+from .vm import control_plane_vm
+
+
+class EtcdCluster(pulumi.ComponentResource):
+    vms: dict[str, compute.VirtualMachine]
+
+    def __init__(self, name: str, ctx: Context, role: str, subnet_id: pulumi.Input[str], pki: ControlPlanePki,
+                 ssh_public_key: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None):
+        super().__init__("skyrack:azure:EtcdCluster", name, None, opts)
+        plan = ctx.plan
+        self.vms = {}
+        for member in plan.members_of(role):
+            user_data = pki.etcd(member).apply(lambda p, m=member: cloud_init.etcd(plan, m, p))
+            self.vms[member.name] = control_plane_vm(ctx, member, subnet_id, user_data, ssh_public_key, self)
+        self.endpoints = cloud_init.etcd_endpoints(plan, role)
+        self.register_outputs({"endpoints": self.endpoints})

@@ -1,0 +1,101 @@
+"""The environment's network: VNet and subnets, NSGs, NAT gateway, private DNS.
+
+Subnets come from the plan (`plan.subnets`); NSG rules from `rules.nsg_rules`. Each
+cloud pool gets one subnet equal to its pod range (`PoolPlan.pod_cidr`, already in the
+VNet's address space): its VMs take their own address *and* their pods' secondary IP
+configurations from it, so every IP configuration of a NIC is in one subnet (the
+layout of AKS's Azure CNI). The plan's `pools` node subnet is therefore not created.
+
+Control-plane VMs have no public addresses; a NAT gateway gives them outbound access
+(package mirrors, container images). Members are named in a private DNS zone
+(`<env>.skyrack.internal`), plus `api.<zone>` for the load balancer.
+"""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import network, privatedns
+
+from .. import certs
+from . import rules
+from .context import Context
+
+CONTROL_PLANE_SUBNETS = ("apiservers", "etcd", "etcd-events")
+
+
+def subnet_layout(ctx: Context) -> dict[str, str]:
+    """Subnets that exist in Azure: name -> CIDR, in a stable order."""
+    plan = ctx.plan
+    out = {"GatewaySubnet": plan.subnets["GatewaySubnet"]}
+    out.update({name: plan.subnets[name] for name in CONTROL_PLANE_SUBNETS
+                if name != "etcd-events" or plan.members_of("etcd-events")})
+    out.update({rules.pool_subnet(p.name): p.pod_cidr for p in plan.pools})
+    return out
+
+
+def security_rule(rule: rules.Rule) -> dict[str, object]:
+    """One NSG rule as Azure wants it (a single source, a tag, or a list of prefixes)."""
+    out: dict[str, object] = {
+        "name": rule.name, "priority": rule.priority, "direction": "Inbound", "access": rule.access,
+        "protocol": rule.protocol, "source_port_range": "*", "destination_address_prefix": "*",
+        "destination_port_range": rule.ports,
+    }
+    if len(rule.sources) == 1:
+        out["source_address_prefix"] = rule.sources[0]
+    else:
+        out["source_address_prefixes"] = list(rule.sources)
+    return out
+
+
+class Network(pulumi.ComponentResource):
+    subnet_ids: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, ctx: Context, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("skyrack:azure:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        plan, prefix = ctx.plan, ctx.prefix
+
+        nat_ip = network.PublicIPAddress(
+            "nat-ip", public_ip_address_name=f"{prefix}-nat", sku={"name": "Standard"},
+            public_ip_allocation_method="Static", **ctx.common(), opts=child)
+        self.nat = network.NatGateway(
+            "nat", nat_gateway_name=f"{prefix}-nat", sku={"name": "Standard"},
+            public_ip_addresses=[{"id": nat_ip.id}], idle_timeout_in_minutes=10, **ctx.common(), opts=child)
+
+        self.nsgs = {
+            nsg: network.NetworkSecurityGroup(
+                f"nsg-{nsg}", network_security_group_name=f"{prefix}-{nsg}",
+                security_rules=[security_rule(r) for r in nsg_rules], **ctx.common(), opts=child)
+            for nsg, nsg_rules in rules.nsg_rules(plan).items()
+        }
+
+        subnets = []
+        for subnet, cidr in subnet_layout(ctx).items():
+            spec: dict[str, object] = {"name": subnet, "address_prefix": cidr}
+            nsg = rules.subnet_nsg(subnet)
+            if nsg is not None:
+                spec["network_security_group"] = {"id": self.nsgs[nsg].id}
+                spec["nat_gateway"] = {"id": self.nat.id}
+                spec["private_endpoint_network_policies"] = "Disabled"
+            if subnet in ("etcd", "etcd-events"):
+                spec["service_endpoints"] = [{"service": "Microsoft.Storage"}]  # snapshots, without the internet
+            subnets.append(spec)
+        self.vnet = network.VirtualNetwork(
+            "vnet", virtual_network_name=prefix, address_space={"address_prefixes": plan.vnet_address_space},
+            subnets=subnets, **ctx.common(), opts=child)
+        self.subnet_ids = {s: pulumi.Output.concat(self.vnet.id, "/subnets/", s) for s in subnet_layout(ctx)}
+
+        self.dns_zone = privatedns.PrivateZone(
+            "dns-zone", private_zone_name=plan.env.dns_zone, location="Global",
+            resource_group_name=ctx.resource_group, tags=ctx.tags, opts=child)
+        privatedns.VirtualNetworkLink(
+            "dns-link", virtual_network_link_name=prefix, private_zone_name=self.dns_zone.name,
+            location="Global", registration_enabled=False, virtual_network={"id": self.vnet.id},
+            resource_group_name=ctx.resource_group, tags=ctx.tags, opts=child)
+        records = [(m.name, m.ip) for m in plan.members] + [(certs.API_RECORD, plan.apiserver_lb_ip)]
+        for record, ip in records:
+            privatedns.PrivateRecordSet(
+                f"dns-{record}", private_zone_name=self.dns_zone.name, record_type="A",
+                relative_record_set_name=record, ttl=300, a_records=[{"ipv4_address": ip}],
+                resource_group_name=ctx.resource_group, opts=child)
+        self.register_outputs({"vnet_id": self.vnet.id})

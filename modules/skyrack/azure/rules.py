@@ -1,0 +1,79 @@
+"""Network security rules per subnet, as plain data derived from the plan (no Pulumi).
+
+Least privilege, inbound (outbound stays Azure's default: the VMs reach package
+mirrors through the NAT gateway):
+
+* API servers: 6443 only from on-prem (node CIDRs and their routed pod ranges), the
+  cloud pools (their subnets hold node and pod addresses), the control plane itself,
+  `azure.admin_cidrs`, and Azure's load-balancer health probe.
+* etcd and events etcd: client port 2379 only from the API-server subnet and the
+  cluster's own subnet (etcdctl on a member); peer port 2380 only from the cluster's
+  own subnet, so the two etcd clusters cannot even reach each other's peer port.
+* cloud pools: anything from the VNet and the networks connected to it (pods talk to
+  pods everywhere, the API server reaches kubelets).
+* then an explicit deny-all: Azure's default rules would otherwise admit the whole VNet
+  *and every on-prem prefix behind the VPN gateway* (the VirtualNetwork tag).
+
+The GatewaySubnet gets no NSG (Azure does not support one there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan import Plan
+
+DENY_ALL_PRIORITY = 4096
+APISERVER_PORT = "6443"
+ETCD_CLIENT_PORT = "2379"
+ETCD_PEER_PORT = "2380"
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    priority: int
+    sources: tuple[str, ...]  # CIDRs, or one Azure service tag
+    ports: str  # "6443", "*"
+    access: str = "Allow"
+    protocol: str = "Tcp"
+
+
+def pool_subnet(pool_name: str) -> str:
+    return f"pool-{pool_name}"
+
+
+def _deny_all() -> Rule:
+    return Rule("deny-all-inbound", DENY_ALL_PRIORITY, ("*",), "*", access="Deny", protocol="*")
+
+
+def nsg_rules(plan: Plan) -> dict[str, list[Rule]]:
+    """Rules of each subnet's NSG, keyed by NSG name (a subnet name, or `pools` for every pool subnet)."""
+    env = plan.env
+    s = plan.subnets
+    onprem = tuple(str(c) for c in env.onprem.cidrs) + tuple(plan.onprem_pod_ranges)
+    pools = tuple(p.pod_cidr for p in plan.pools)
+    api: list[Rule] = [Rule("apiserver-from-onprem", 100, onprem, APISERVER_PORT)]
+    if pools:
+        api.append(Rule("apiserver-from-cloud-pools", 110, pools, APISERVER_PORT))
+    api.append(Rule("apiserver-from-control-plane", 120, (s["apiservers"],), APISERVER_PORT))
+    if env.azure.admin_cidrs:
+        api.append(Rule("apiserver-from-admins", 130, tuple(str(c) for c in env.azure.admin_cidrs), APISERVER_PORT))
+    api += [Rule("apiserver-health-probe", 140, ("AzureLoadBalancer",), APISERVER_PORT), _deny_all()]
+    out = {"apiservers": api}
+    for cluster in (c for c in ("etcd", "etcd-events") if plan.members_of(c)):
+        out[cluster] = [
+            Rule("etcd-client-from-apiservers-and-members", 100, (s["apiservers"], s[cluster]), ETCD_CLIENT_PORT),
+            Rule("etcd-peer-from-members", 110, (s[cluster],), ETCD_PEER_PORT),
+            _deny_all(),
+        ]
+    if plan.pools:
+        out["pools"] = [Rule("pools-from-vnet-and-onprem", 100, ("VirtualNetwork",), "*", protocol="*"), _deny_all()]
+    return out
+
+
+def subnet_nsg(subnet: str) -> str | None:
+    """Which NSG guards a subnet (None for the gateway's)."""
+    if subnet == "GatewaySubnet":
+        return None
+    return "pools" if subnet.startswith("pool-") else subnet

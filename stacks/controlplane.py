@@ -1,0 +1,137 @@
+"""The Azure control plane of one environment, composed from its plan.
+
+`run(stack, configs_dir)` is the whole program: it loads `configs/<stack>.yaml` through
+`skyrack.plan.make` (validation and the reviewed lock file), reads the stack's settings,
+and only then registers resources, so bad input stops before anything is created. The
+outputs are a contract read by the rack join (Ansible) and the cluster layer: do not
+rename them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import authorization, resources
+
+from skyrack import plan as planmod
+from skyrack.azure.apiservers import ApiServers
+from skyrack.azure.backups import EtcdBackups
+from skyrack.azure.context import Context, env_tags
+from skyrack.azure.etcd import EtcdCluster
+from skyrack.azure.hybrid import HybridLink
+from skyrack.azure.network import Network
+from skyrack.azure.pki import ControlPlanePki, KeyPair, RandomSecret
+from skyrack.azure.pools import CloudPool
+from skyrack.azure.rules import pool_subnet
+from skyrack.azure.vault import Vault
+from skyrack.errors import InputError, Problem
+from skyrack.render.kubeconfig import kubeconfig
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Per-stack settings (`configs/Pulumi.<stack>.yaml`, namespace `skyrack`)."""
+
+    kubernetes_repo: str
+    vpn_shared_key: pulumi.Output[str] | None
+    admin_ssh_public_key: str | None
+
+
+def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
+    if plan.env.lab is not None:
+        raise InputError([Problem(str(plan.source), "lab", "a lab environment runs on this machine "
+                                  "(systemd-nspawn nodes), not in Azure: there is no stack for it")])
+    repo = plan.env.mirrors.kubernetes or config.get("kubernetesAptRepo")
+    if not repo:
+        raise InputError([Problem(str(plan.source), "mirrors.kubernetes",
+                                  "not set, and stack config skyrack:kubernetesAptRepo is not set either: the API "
+                                  "servers need a Kubernetes apt repository (see docs/azure.md)")])
+    return Settings(kubernetes_repo=repo, vpn_shared_key=config.get_secret("vpnSharedKey"),
+                    admin_ssh_public_key=config.get("adminSshPublicKey"))
+
+
+def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
+    env = plan.env
+    client = authorization.get_client_config_output()
+    group = resources.ResourceGroup("resource-group", resource_group_name=env.resource_group,
+                                    location=env.azure.location, tags=env_tags(env.name))
+    ctx = Context(plan, group.name, client.subscription_id, client.tenant_id)
+
+    net = Network("network", ctx)
+    pki = ControlPlanePki("pki", plan)
+    outputs: dict[str, Any] = {}
+    if settings.admin_ssh_public_key:
+        ssh_key: pulumi.Input[str] = settings.admin_ssh_public_key
+    else:
+        generated = KeyPair("admin-ssh", "ssh")
+        ssh_key = generated.public_key
+        outputs["admin_ssh_private_key"] = generated.key_pem
+
+    etcd = EtcdCluster("etcd", ctx, "etcd", net.subnet_ids["etcd"], pki, ssh_key)
+    clusters = [etcd]
+    if plan.members_of("etcd-events"):
+        clusters.append(EtcdCluster("etcd-events", ctx, "etcd-events", net.subnet_ids["etcd-events"], pki, ssh_key))
+    api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo)
+    for pool in plan.pools:
+        CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
+                  pki.worker_join(), settings.kubernetes_repo)
+
+    vault_secrets: dict[str, pulumi.Input[str]] = {
+        "bootstrap-token": pki.bootstrap_token.value,
+        "service-account-key": pki.service_account.key_pem,
+        **{f"{ca}-ca-key": pki.cas[ca].key_pem for ca in pki.cas},
+    }
+    vpn_ip: pulumi.Input[str | None] = None
+    if env.onprem.vpn is not None:
+        shared_key = settings.vpn_shared_key or RandomSecret("vpn-shared-key", "secret").value
+        link = HybridLink("hybrid", ctx, net.subnet_ids["GatewaySubnet"], pulumi.Output.secret(shared_key))
+        vpn_ip = link.public_ip
+        vault_secrets["vpn-shared-key"] = shared_key
+        outputs["vpn_shared_key"] = pulumi.Output.secret(shared_key)
+    vault = Vault("vault", ctx, vault_secrets)
+
+    writers = {name: vm.identity.apply(lambda i: (i.principal_id if i else None) or "")
+               for c in clusters for name, vm in c.vms.items()}
+    backups = EtcdBackups("backups", ctx, writers, [net.subnet_ids[r] for r in ("etcd", "etcd-events")
+                                                    if plan.members_of(r)])
+
+    kube_ca, admin = pki.cas["kubernetes"], pki.certs["admin"]
+    admin_kubeconfig = pulumi.Output.all(kube_ca.cert_pem, admin.cert_pem, admin.key_pem).apply(
+        lambda v: kubeconfig(env.name, plan.apiserver_endpoint, *v))
+    outputs.update({
+        # The contract (see docs/azure.md): names fixed.
+        "apiserver_endpoint": api.endpoint,
+        "ca_cert_pem": kube_ca.cert_pem,
+        "ca_cert_hash": pki.ca_cert_hash,
+        "bootstrap_token": pulumi.Output.secret(pki.bootstrap_token.value),
+        "admin_kubeconfig": pulumi.Output.secret(admin_kubeconfig),
+        "etcd_endpoints": etcd.endpoints,
+        "vpn_gateway_ip": vpn_ip,
+        "backup_container_url": backups.container_url,
+        "key_vault_uri": vault.uri,
+        # Extras.
+        "etcd_events_endpoints": clusters[1].endpoints if len(clusters) > 1 else [],
+        "resource_group": group.name,
+        "dns_zone": env.dns_zone,
+        "vnet_address_space": plan.vnet_address_space,
+        "onprem_routed_prefixes": [str(c) for c in env.onprem.cidrs] + plan.onprem_pod_ranges,
+        "cert_expiry": pki.cert_expiry,
+    })
+    return outputs
+
+
+def run(stack: str, configs_dir: Path) -> dict[str, Any]:
+    """Build the stack named `stack` from `configs_dir/<stack>.yaml`; export and return its outputs."""
+    try:
+        plan = planmod.make(configs_dir / f"{stack}.yaml")
+        settings = read_settings(plan, pulumi.Config("skyrack"))
+    except InputError as exc:
+        # RunError: Pulumi prints the message, no traceback; nothing has been registered yet.
+        raise pulumi.RunError(str(exc)) from None
+    outputs = deploy(plan, settings)
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    return outputs

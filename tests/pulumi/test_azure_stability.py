@@ -1,0 +1,47 @@
+"""`pulumi up` twice makes no new key: the PKI provider's diff keeps what state holds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi_harness import DYNAMIC, AzureMocks, StackRun, run_stack
+
+from skyrack.azure.pki import _PROVIDER, PkiProvider
+
+
+def test_second_run_keeps_every_key_and_every_vm(dev: StackRun) -> None:
+    again = run_stack("dev", mocks=AzureMocks(prior=dev.pki_state()))
+    assert again.pki_state() == dev.pki_state()
+    before = {vm.name: vm.plain for vm in dev.of_type("compute:VirtualMachine")}
+    after = {vm.name: vm.plain for vm in again.of_type("compute:VirtualMachine")}
+    assert after == before  # same user-data: nothing to update on any VM
+    assert again.outputs["ca_cert_hash"] == dev.outputs["ca_cert_hash"]
+    assert again.outputs["bootstrap_token"] == dev.outputs["bootstrap_token"]
+
+
+def test_a_certificate_is_reissued_only_when_what_it_certifies_changes(dev: StackRun) -> None:
+    provider = PkiProvider()
+    cert = next(r for r in dev.resources if r.typ == DYNAMIC + "Certificate" and r.name == "etcd-0-peer")
+    old = cert.state
+    unchanged = {**cert.plain, "__provider": "a different serialisation of the provider"}
+    assert not provider.diff("id", old, unchanged).changes
+    moved = {**cert.plain, "ips": ["10.0.0.99", "127.0.0.1"]}
+    assert provider.diff("id", old, moved).replaces == ["ips"]
+    new_ca = {**cert.plain, "ca_cert_pem": "another CA"}
+    assert provider.diff("id", old, new_ca).replaces == ["ca_cert_pem"]
+
+
+def test_the_provider_travels_to_pulumis_dynamic_provider_process(tmp_path) -> None:
+    """Pulumi pickles the provider (dill) into state and runs it in another process: do exactly that."""
+    blob = tmp_path / "provider.b64"
+    blob.write_text(serialize_provider(_PROVIDER))
+    code = ("import base64, sys, dill; p = dill.loads(base64.b64decode(open(sys.argv[1]).read())); "
+            "r = p.create({'kind': 'ca', 'common_name': 'x-ca'}); print(r.outs['cert_hash'])")
+    modules = str(Path(__file__).resolve().parents[2] / "modules")
+    out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": modules})
+    assert out.stdout.startswith("sha256:")
