@@ -134,7 +134,7 @@ def test_lab_up_again_changes_nothing(lab3: EtcdLab):
         state = json.loads((lab3.paths.state).read_text())
         pids = {h: v["pid"] for h, v in state["hosts"].items()}
         etcd = {m["name"]: (m["member_id"], m["cluster_id"], m["raft_term"]) for m in lab3.status()}
-        started = {m.name: lab3.ssh.run(m.name, "systemctl show -p ExecMainStartTimestampMonotonic --value skyrack-etcd")
+        started = {m.name: lab3.ssh.run(m.name, "systemctl show -p ExecMainStartTimestamp --value skyrack-etcd")
                    for m in lab3.plan.members if m.role != "apiserver"}
         return pids, etcd, started, (controlplane.home(lab3.paths) / "pki.json").read_text()
 
@@ -176,12 +176,14 @@ def test_restore_needs_confirmation(lab3: EtcdLab):
 def test_a_member_that_lost_its_data_rejoins(lab3: EtcdLab):
     c, victim = lab3.client(), lab3.plan.members_of("etcd")[2]
     c.put(lab3.endpoints()[0], "/replace/marker", "kept by the others")
-    lab3.ssh.run(victim.name, "systemctl stop skyrack-etcd; rm -rf /var/lib/etcd/etcd; systemctl start --no-block skyrack-etcd")
+    lab3.ssh.run(victim.name, "systemctl stop skyrack-etcd; rm -rf /var/lib/etcd/etcd; "
+                              "systemctl start --no-block skyrack-etcd")
     time.sleep(3)
     assert not c.health(f"https://{victim.ip}:2379")
     out = lab3.cli("etcd", "replace-member", victim.name, "--json")
     assert json.loads(out.stdout)["healthy"]
-    assert c.get_prefix(f"https://{victim.ip}:2379", "/replace/", serializable=True) == {"/replace/marker": "kept by the others"}
+    got = c.get_prefix(f"https://{victim.ip}:2379", "/replace/", serializable=True)
+    assert got == {"/replace/marker": "kept by the others"}
     assert all(m["healthy"] for m in lab3.status())
     assert "No such file" in lab3.ssh.run(victim.name, "ls /etc/systemd/system/skyrack-etcd.service.d 2>&1 || true")
     members = c.members(lab3.endpoints()[0])

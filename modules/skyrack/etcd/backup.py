@@ -50,8 +50,8 @@ def container(plan: Plan, conn: str | None = None) -> ContainerClient:
     # Azurite on the lab host: straight there, never through a proxy from the environment variables.
     lab = plan.env.lab is not None and not (conn or os.environ.get(CONN_ENV))
     transport = RequestsTransport(use_env_settings=False) if lab else None
-    c = BlobServiceClient.from_connection_string(connection_string(plan, conn), transport=transport).get_container_client(
-        plan.env.backups.container)
+    service = BlobServiceClient.from_connection_string(connection_string(plan, conn), transport=transport)
+    c = service.get_container_client(plan.env.backups.container)
     try:
         c.create_container()  # Azure: the stack made it already; Azurite starts empty
     except ResourceExistsError:

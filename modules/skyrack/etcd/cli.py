@@ -24,8 +24,9 @@ ClusterOpt = Annotated[str, typer.Option("--cluster", help="etcd (the main clust
 PkiOpt = Annotated[Path | None, typer.Option(help="Directory with ca.crt, client.crt, client.key of an etcd client "
                                                   "certificate (a lab environment has its own).")]
 SshOpt = Annotated[Path | None, typer.Option(help="ssh_config naming every member (a lab environment has its own).")]
-BlobOpt = Annotated[str | None, typer.Option(envvar="AZURE_STORAGE_CONNECTION_STRING",
-                                             help="Blob Storage connection string (a lab environment uses its Azurite).")]
+BlobOpt = Annotated[str | None, typer.Option(
+    envvar="AZURE_STORAGE_CONNECTION_STRING",
+    help="Blob Storage connection string (a lab environment uses its Azurite).")]
 
 
 def _run(fn, as_json: bool = False):

@@ -82,7 +82,8 @@ class Client:
 
     def put(self, endpoint: str, key: str, value: str, timeout: float | None = None) -> int:
         """Write a key; returns the revision it was committed at."""
-        return int(self.call(endpoint, "kv/put", {"key": _b64(key), "value": _b64(value)}, timeout)["header"]["revision"])
+        answer = self.call(endpoint, "kv/put", {"key": _b64(key), "value": _b64(value)}, timeout)
+        return int(answer["header"]["revision"])
 
     def get_prefix(self, endpoint: str, prefix: str, serializable: bool = False) -> dict[str, str]:
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
