@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 from labnet import Keeper
 
-from conftest import run_cli  # tests/conftest.py
+try:  # shared test helpers: tests/support.py on main, tests/conftest.py before it
+    from support import CONFIGS, run_cli  # CONFIGS: re-exported to the test modules
+except ImportError:
+    from conftest import CONFIGS, run_cli  # noqa: F401
 from skyrack import azurite
 from skyrack import plan as planmod
 from skyrack.etcd.client import Client, Tls

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import etcdlab
 import pytest
+from etcdlab import CONFIGS, run_cli
 
-from conftest import CONFIGS, run_cli
 from skyrack import plan as planmod
 from skyrack.errors import InputError
 from skyrack.etcd import backup
