@@ -159,7 +159,7 @@ def test_snapshot_to_azurite_and_restore_into_a_new_cluster(lab3: EtcdLab):
     c.put(url, "/backup/after/0", "written after the snapshot")
     old_cluster = {m["cluster_id"] for m in lab3.status() if m["cluster"] == "etcd"}
 
-    restored = lab3.cli("etcd", "restore", snap["name"], "--yes", "--json")
+    restored = lab3.cli("etcd", "restore", "--snapshot", snap["name"], "--yes", "--json")
     members = json.loads(restored.stdout)["members"]
     assert all(m["healthy"] for m in members) and len(members) == 3
     assert {m["cluster_id"] for m in members}.isdisjoint(old_cluster), "a restore makes a new cluster"
@@ -169,7 +169,7 @@ def test_snapshot_to_azurite_and_restore_into_a_new_cluster(lab3: EtcdLab):
 
 
 def test_restore_needs_confirmation(lab3: EtcdLab):
-    r = lab3.cli("etcd", "restore", "etcdthree/etcd/whatever.db", check=False)
+    r = lab3.cli("etcd", "restore", "--snapshot", "etcdthree/etcd/whatever.db", check=False)
     assert r.returncode == 2 and "--yes" in r.stderr
 
 
@@ -180,7 +180,7 @@ def test_a_member_that_lost_its_data_rejoins(lab3: EtcdLab):
                               "systemctl start --no-block skyrack-etcd")
     time.sleep(3)
     assert not c.health(f"https://{victim.ip}:2379")
-    out = lab3.cli("etcd", "replace-member", victim.name, "--json")
+    out = lab3.cli("etcd", "replace-member", "--member", victim.name, "--json")
     assert json.loads(out.stdout)["healthy"]
     got = c.get_prefix(f"https://{victim.ip}:2379", "/replace/", serializable=True)
     assert got == {"/replace/marker": "kept by the others"}

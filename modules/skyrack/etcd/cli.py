@@ -78,14 +78,13 @@ def seed(path: EnvArg = DEFAULT_ENV,
 def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
     """`lab up` with every etcd member (and API server, given a Kubernetes mirror) booted from its user-data."""
     from ..lab import controlplane, lifecycle
+    from ..lab.cli import read_seeds
 
     say = _say(as_json)
 
-    def go():
+    def go():  # exactly `skyrack etcd seed` + `skyrack lab up --seed-dir`
         lab = lifecycle.open_lab(path)
-        seeds = controlplane.user_data(lab.plan, controlplane.ensure_pki(lab.plan, lab.paths),
-                                       lab.plan.env.mirrors.kubernetes)
-        controlplane.write_seeds(lab.plan, lab.paths)
+        seeds = read_seeds(controlplane.write_seeds(lab.plan, lab.paths))
         lifecycle.up(path, seeds, say=say, timeout=300)
         return seeds
 
@@ -147,8 +146,10 @@ def snapshots(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir:
 
 
 @app.command()
-def restore(name: Annotated[str, typer.Argument(help="Snapshot blob name (see `skyrack etcd snapshots`).")],
-            path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd",
+def restore(path: EnvArg = DEFAULT_ENV,
+            name: Annotated[str, typer.Option("--snapshot", help="Snapshot blob name (`skyrack etcd snapshots`), "
+                                                                "or `latest`.")] = "latest",
+            cluster: ClusterOpt = "etcd",
             yes: Annotated[bool, typer.Option("--yes", help="Confirm: every member's data is replaced.")] = False,
             pki_dir: PkiOpt = None, ssh_config: SshOpt = None, blob_connection_string: BlobOpt = None,
             as_json: JsonOpt = False) -> None:
@@ -159,16 +160,20 @@ def restore(name: Annotated[str, typer.Argument(help="Snapshot blob name (see `s
     t = _run(lambda: target(path, pki_dir, ssh_config, blob_connection_string), as_json)
     rows = _run(lambda: ops.restore(t, cluster, name, say=_say(as_json)), as_json)
     if as_json:
-        dump_json({"ok": True, "snapshot": name, "members": [asdict(r) for r in rows]})
+        dump_json({"ok": True, "members": [asdict(r) for r in rows]})
     else:
-        out.print(f"{cluster} restored from {name}: cluster {rows[0].cluster_id}, revision {rows[0].revision}")
+        out.print(f"{cluster} restored: cluster {rows[0].cluster_id}, revision {rows[0].revision}")
 
 
 @app.command("replace-member")
-def replace_member(member: Annotated[str, typer.Argument(help="The member to replace, e.g. etcd-2.")],
-                   path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+def replace_member(path: EnvArg = DEFAULT_ENV,
+                   member: Annotated[str, typer.Option("--member", help="The member to replace, e.g. etcd-2.")] = "",
+                   cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
                    ssh_config: SshOpt = None, as_json: JsonOpt = False) -> None:
     """Replace a member whose data directory is lost: remove, add and rejoin it empty; it syncs from the leader."""
+    if not member:
+        err.print("say which member to replace: --member NAME (e.g. --member etcd-2)")
+        raise typer.Exit(2)
     t = _run(lambda: target(path, pki_dir, ssh_config, None), as_json)
     st = _run(lambda: ops.replace_member(t, cluster, member, say=_say(as_json)), as_json)
     if as_json:

@@ -145,7 +145,8 @@ rm -f {file}
 
 
 def restore(target: Target, cluster: str, name: str, say: Say = print) -> list[MemberStatus]:
-    """Rebuild the whole cluster from snapshot `name`: every member stopped, restored, started together.
+    """Rebuild the whole cluster from snapshot `name` (or the newest, "latest"): every member stopped,
+    restored, started together.
 
     Each member's previous data directory is kept beside it (`<data>.before-restore`)
     until the next restore. The result is a new cluster (new cluster ID) holding the
@@ -157,7 +158,13 @@ def restore(target: Target, cluster: str, name: str, say: Say = print) -> list[M
     token = f"{flags(target.plan, members[0])['initial-cluster-token']}-restored-{time.strftime('%Y%m%dT%H%M%S')}"
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / "snapshot.db"
-        snap = backup.download(backup.container(target.plan, target.blob_connection), name, local)
+        store = backup.container(target.plan, target.blob_connection)
+        if name == "latest":
+            found = backup.listing(store, f"{target.plan.env.name}/{cluster}/")
+            if not found:
+                raise ValueError(f"no snapshot of {cluster} in container {store.container_name}")
+            name = found[-1].name  # names sort by time
+        snap = backup.download(store, name, local)
         say(f"fetched {name} ({snap.size} bytes, SHA-256 checked)")
 
         def restore_one(m: Member) -> None:
