@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from azure.core.exceptions import AzureError
@@ -57,6 +57,11 @@ def target(path: Path, pki_dir: Path | None, ssh_config: Path | None, blob: str 
         raise InputError([Problem(str(path), "", "give --pki-dir: a directory with ca.crt, client.crt and client.key "
                                                  "of a client certificate signed by the environment's etcd CA")])
     return ops.Target(plan, Tls.from_dir(pki_dir), ssh, blob)
+
+
+def usage(message: str) -> NoReturn:
+    err.print(message)
+    raise typer.Exit(2)
 
 
 def _say(as_json: bool):
@@ -155,8 +160,7 @@ def restore(path: EnvArg = DEFAULT_ENV,
             as_json: JsonOpt = False) -> None:
     """Rebuild a cluster from a snapshot: every member stopped, restored and started as a new cluster."""
     if not yes:
-        err.print("restore replaces the data of every member of the cluster; run again with --yes")
-        raise typer.Exit(2)
+        usage("restore replaces the data of every member of the cluster; run again with --yes")
     t = _run(lambda: target(path, pki_dir, ssh_config, blob_connection_string), as_json)
     rows = _run(lambda: ops.restore(t, cluster, name, say=_say(as_json)), as_json)
     if as_json:
@@ -172,8 +176,7 @@ def replace_member(path: EnvArg = DEFAULT_ENV,
                    ssh_config: SshOpt = None, as_json: JsonOpt = False) -> None:
     """Replace a member whose data directory is lost: remove, add and rejoin it empty; it syncs from the leader."""
     if not member:
-        err.print("say which member to replace: --member NAME (e.g. --member etcd-2)")
-        raise typer.Exit(2)
+        usage("say which member to replace: --member NAME (e.g. --member etcd-2)")
     t = _run(lambda: target(path, pki_dir, ssh_config, None), as_json)
     st = _run(lambda: ops.replace_member(t, cluster, member, say=_say(as_json)), as_json)
     if as_json:
