@@ -191,3 +191,15 @@ _register_gitops(app)
 
 if __name__ == "__main__":
     main()
+
+
+from .lab.cli import app as _lab_app  # noqa: E402 - subcommands register after the core's
+
+app.add_typer(_lab_app, name="lab")
+from .join.cli import join as _join  # noqa: E402
+
+app.command("join")(_join)
+
+from .etcd.cli import app as _etcd_app  # noqa: E402
+
+app.add_typer(_etcd_app, name="etcd")

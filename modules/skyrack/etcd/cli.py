@@ -1,0 +1,185 @@
+"""`skyrack etcd ...`: the control plane's etcd clusters, from the operator's seat (see docs/etcd.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from azure.core.exceptions import AzureError
+from rich.table import Table
+
+from .. import plan as planmod
+from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, out
+from ..errors import InputError, Problem
+from . import ops
+from .client import EtcdError, Tls
+from .remote import RemoteError, Ssh
+
+app = typer.Typer(help="etcd of an environment: status, snapshots to Blob Storage, restore, member replacement.",
+                  no_args_is_help=True)
+
+ClusterOpt = Annotated[str, typer.Option("--cluster", help="etcd (the main cluster) or etcd-events.")]
+PkiOpt = Annotated[Path | None, typer.Option(help="Directory with ca.crt, client.crt, client.key of an etcd client "
+                                                  "certificate (a lab environment has its own).")]
+SshOpt = Annotated[Path | None, typer.Option(help="ssh_config naming every member (a lab environment has its own).")]
+BlobOpt = Annotated[str | None, typer.Option(
+    envvar="AZURE_STORAGE_CONNECTION_STRING",
+    help="Blob Storage connection string (a lab environment uses its Azurite).")]
+
+
+def _run(fn, as_json: bool = False):
+    try:
+        return guarded(fn, as_json)
+    except (EtcdError, RemoteError, AzureError, ValueError, RuntimeError) as exc:
+        if as_json:
+            dump_json({"ok": False, "error": str(exc)})
+        else:
+            err.print(f"[red]error[/red] {exc}")
+        raise typer.Exit(1) from None
+
+
+def target(path: Path, pki_dir: Path | None, ssh_config: Path | None, blob: str | None) -> ops.Target:
+    plan = planmod.make(path)
+    ssh = Ssh(ssh_config) if ssh_config else None
+    if plan.env.lab is not None and pki_dir is None:
+        from ..lab import controlplane
+        from ..lab.state import Paths
+
+        paths = Paths.for_bridge(plan.env.lab.bridge)
+        if not (controlplane.home(paths) / "pki.json").exists():
+            raise InputError([Problem(str(path), "lab", "this lab's control plane is not up: run "
+                                                        f"`skyrack etcd lab-up {path}` first")])
+        pki_dir = controlplane.client_tls_dir(plan, paths)
+        ssh = ssh or Ssh(paths.ssh_config)
+    if pki_dir is None:
+        raise InputError([Problem(str(path), "", "give --pki-dir: a directory with ca.crt, client.crt and client.key "
+                                                 "of a client certificate signed by the environment's etcd CA")])
+    return ops.Target(plan, Tls.from_dir(pki_dir), ssh, blob)
+
+
+def usage(message: str) -> NoReturn:
+    err.print(message)
+    raise typer.Exit(2)
+
+
+def _say(as_json: bool):
+    return (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]etcd[/bold] {m}"))
+
+
+@app.command()
+def seed(path: EnvArg = DEFAULT_ENV,
+         out_dir: Annotated[Path | None, typer.Option("--out", help="Where to write <host>.yaml.")] = None) -> None:
+    """Render the control-plane members' user-data for `skyrack lab up --seed-dir` (lab environments)."""
+    from ..lab import controlplane, lifecycle
+
+    lab = _run(lambda: lifecycle.open_lab(path))
+    d = controlplane.write_seeds(lab.plan, lab.paths, out_dir)
+    out.print(str(d))
+
+
+@app.command("lab-up")
+def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
+    """`lab up` with every etcd member (and API server, given a Kubernetes mirror) booted from its user-data."""
+    from ..lab import controlplane, lifecycle
+    from ..lab.cli import read_seeds
+
+    say = _say(as_json)
+
+    def go():  # exactly `skyrack etcd seed` + `skyrack lab up --seed-dir`
+        lab = lifecycle.open_lab(path)
+        seeds = read_seeds(controlplane.write_seeds(lab.plan, lab.paths))
+        lifecycle.up(path, seeds, say=say, timeout=300)
+        return seeds
+
+    seeds = _run(go, as_json)
+    show(path, None, None, as_json, seeded=sorted(seeds))
+
+
+@app.command()
+def status(path: EnvArg = DEFAULT_ENV,
+           cluster: Annotated[str | None, typer.Option("--cluster", help="Only this cluster.")] = None,
+           pki_dir: PkiOpt = None, as_json: JsonOpt = False) -> None:
+    """Health, leader, raft term/index, revision and size of every member, over mutual TLS."""
+    show(path, cluster, pki_dir, as_json)
+
+
+def show(path: Path, cluster: str | None, pki_dir: Path | None, as_json: bool, seeded: list[str] | None = None) -> None:
+    t = _run(lambda: target(path, pki_dir, None, None), as_json)
+    clusters = [cluster] if cluster else [c for c in ("etcd", "etcd-events") if t.plan.members_of(c)]
+    rows = _run(lambda: ops.status(t, clusters), as_json)
+    ok = all(r.healthy for r in rows)
+    if as_json:
+        dump_json({"ok": ok, "members": [asdict(r) for r in rows], **({"seeded": seeded} if seeded else {})})
+    else:
+        table = Table("cluster", "member", "endpoint", "healthy", "leader", "term", "index", "revision", "db", "error",
+                      title=f"etcd of {t.plan.env.name}", title_justify="left")
+        for r in rows:
+            table.add_row(r.cluster, r.name, r.endpoint, "yes" if r.healthy else "[red]no[/red]",
+                          "*" if r.leader else "", str(r.raft_term), str(r.raft_index), str(r.revision),
+                          f"{r.db_size // 1024} KiB", r.error[:60])
+        out.print(table)
+        out.print(f"{sum(r.healthy for r in rows)}/{len(rows)} members healthy")
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def snapshot(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+             blob_connection_string: BlobOpt = None, as_json: JsonOpt = False) -> None:
+    """Stream a snapshot from a healthy member into the environment's backup container."""
+    t = _run(lambda: target(path, pki_dir, None, blob_connection_string), as_json)
+    snap = _run(lambda: ops.snapshot(t, cluster, say=_say(as_json)), as_json)
+    if as_json:
+        dump_json(asdict(snap))
+    else:
+        out.print(f"snapshot {snap.name}: {snap.size} bytes, revision {snap.revision}, sha256 {snap.sha256[:16]}…")
+
+
+@app.command()
+def snapshots(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+              blob_connection_string: BlobOpt = None, as_json: JsonOpt = False) -> None:
+    """List the snapshots of a cluster in the backup container, oldest first."""
+    t = _run(lambda: target(path, pki_dir, None, blob_connection_string), as_json)
+    snaps = _run(lambda: ops.snapshots(t, cluster), as_json)
+    if as_json:
+        dump_json([asdict(s) for s in snaps])
+        return
+    for s in snaps:
+        out.print(f"{s.name}  {s.size} bytes  revision {s.revision}")
+
+
+@app.command()
+def restore(path: EnvArg = DEFAULT_ENV,
+            name: Annotated[str, typer.Option("--snapshot", help="Snapshot blob name (`skyrack etcd snapshots`), "
+                                                                "or `latest`.")] = "latest",
+            cluster: ClusterOpt = "etcd",
+            yes: Annotated[bool, typer.Option("--yes", help="Confirm: every member's data is replaced.")] = False,
+            pki_dir: PkiOpt = None, ssh_config: SshOpt = None, blob_connection_string: BlobOpt = None,
+            as_json: JsonOpt = False) -> None:
+    """Rebuild a cluster from a snapshot: every member stopped, restored and started as a new cluster."""
+    if not yes:
+        usage("restore replaces the data of every member of the cluster; run again with --yes")
+    t = _run(lambda: target(path, pki_dir, ssh_config, blob_connection_string), as_json)
+    rows = _run(lambda: ops.restore(t, cluster, name, say=_say(as_json)), as_json)
+    if as_json:
+        dump_json({"ok": True, "members": [asdict(r) for r in rows]})
+    else:
+        out.print(f"{cluster} restored: cluster {rows[0].cluster_id}, revision {rows[0].revision}")
+
+
+@app.command("replace-member")
+def replace_member(path: EnvArg = DEFAULT_ENV,
+                   member: Annotated[str, typer.Option("--member", help="The member to replace, e.g. etcd-2.")] = "",
+                   cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+                   ssh_config: SshOpt = None, as_json: JsonOpt = False) -> None:
+    """Replace a member whose data directory is lost: remove, add and rejoin it empty; it syncs from the leader."""
+    if not member:
+        usage("say which member to replace: --member NAME (e.g. --member etcd-2)")
+    t = _run(lambda: target(path, pki_dir, ssh_config, None), as_json)
+    st = _run(lambda: ops.replace_member(t, cluster, member, say=_say(as_json)), as_json)
+    if as_json:
+        dump_json(asdict(st))
+    else:
+        out.print(f"{member} rejoined {cluster} as member {st.member_id}, healthy: {st.healthy}")

@@ -1,0 +1,58 @@
+"""`skyrack join`: the command line of the rack join (see docs/join.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
+from . import driver
+from .progress import error_lines, skipped_table, summary_table
+
+
+def join(
+    path: EnvArg = DEFAULT_ENV,
+    rack: Annotated[str | None, typer.Option(help="Only this rack (default: every rack, in file order).")] = None,
+    limit: Annotated[str | None, typer.Option(help="Only these hosts (comma-separated node names).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Dry run: report what would change, change nothing.")] = False,
+    outputs: Annotated[Path | None, typer.Option(help="Control-plane outputs: `pulumi stack output --json "
+                                                      "--show-secrets` (without: the join step is skipped).")] = None,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again only the hosts that failed or were "
+                                                                      "unreachable in each rack's last run.")] = False,
+    runs_dir: Annotated[Path, typer.Option(help="Where run records are kept.")] = Path("runs"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Prepare and join a rack's workers with Ansible, rack by rack; exit 1 if any host failed."""
+    opts = driver.JoinOptions(rack=rack, limit=[h.strip() for h in limit.split(",") if h.strip()] if limit else None,
+                              check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir)
+
+    def said(run: driver.RackRun) -> None:
+        err.print(f"rack {run.rack}: {len(run.hosts)} host(s) in {run.seconds} s, "
+                  f"{len(run.failed_hosts)} failed; record {run.record}")
+
+    runs = guarded(lambda: driver.join(path, opts, err, on_rack=said), as_json)
+    if not runs:
+        what = "no failed hosts to retry" if retry_failed else "no hosts selected"
+        err.print(f"{what}: nothing to do")
+        if as_json:
+            print(driver.summary_json(runs))
+        return
+    bad = any(r.failed_hosts or r.rc != 0 for r in runs)
+    if as_json:
+        print(driver.summary_json(runs))
+    else:
+        out.print(summary_table(runs))
+        skipped = skipped_table([h for r in runs for h in r.hosts])
+        if skipped is not None:
+            out.print(skipped)
+        for line in error_lines(runs):
+            out.print(f"[red]{line}[/red]", markup=True)
+        failed = [h for r in runs for h in r.failed_hosts]
+        if failed:
+            out.print(f"[red]failed: {', '.join(failed)}[/red]; after fixing, run again with --retry-failed")
+        elif check:
+            out.print("check mode: nothing was changed on the hosts")
+    if bad:
+        raise typer.Exit(1)

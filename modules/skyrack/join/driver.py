@@ -1,0 +1,229 @@
+"""Run the join playbook rack by rack with ansible-runner, and collect what happened per host.
+
+Each rack is one ansible-runner run in its own record directory (records.py). The
+inventory comes from the plan (skyrack.inventory) plus the control plane's outputs;
+secret outputs never enter the inventory or the record (ansible-runner writes the whole
+environment into it): they are extra variables in a 0600 file on a memory filesystem,
+removed when the run ends. A lab
+environment adds the lab's SSH config, so host keys are checked against what `lab up`
+generated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import yaml
+from rich.console import Console
+
+from .. import inventory
+from .. import plan as planmod
+from ..cli import read_outputs
+from ..errors import InputError, Problem
+from . import outputs as outmod
+from . import records
+from .progress import Progress, message
+from .records import HostResult, RackRun
+from .render import ANSIBLE_DIR, TEMPLATES
+
+PLAYBOOK = "join.yml"
+REPORT_TASK = "Skyrack report"
+SETTINGS = ("project", "defaults")
+
+
+@dataclass
+class JoinOptions:
+    rack: str | None = None
+    limit: list[str] | None = None
+    check: bool = False
+    outputs: Path | None = None
+    retry_failed: bool = False
+    runs_dir: Path = Path("runs")
+    settings: str = "project"  # "defaults": Ansible's own defaults (for the benchmark)
+    extravars: dict[str, Any] = field(default_factory=dict)
+
+
+def select(p: planmod.Plan, opts: JoinOptions) -> list[tuple[str, list[str]]]:
+    """The racks to run, in file order, each with its hosts; InputError for unknown names."""
+    src = str(p.source)
+    racks: dict[str, list[str]] = {}
+    for n in p.nodes:
+        racks.setdefault(n.rack, []).append(n.name)
+    if opts.rack is not None and opts.rack not in racks:
+        raise InputError([Problem(src, "racks", f"no rack named {opts.rack!r} (racks: {', '.join(racks) or 'none'})")])
+    chosen = {r: h for r, h in racks.items() if opts.rack in (None, r)}
+    if opts.limit:
+        known = {h for hosts in chosen.values() for h in hosts}
+        unknown = [h for h in opts.limit if h not in known]
+        if unknown:
+            where = f"rack {opts.rack}" if opts.rack else p.env.name
+            raise InputError([Problem(src, "racks", f"--limit names hosts not in {where}: {', '.join(unknown)}")])
+        chosen = {r: [h for h in hosts if h in opts.limit] for r, hosts in chosen.items()}
+    if opts.retry_failed:
+        retry: dict[str, list[str]] = {}
+        for r, hosts in chosen.items():
+            last = records.latest(opts.runs_dir, p.env.name, r)
+            failed = set(last["failed_hosts"]) if last else set()
+            retry[r] = [h for h in hosts if h in failed]
+        chosen = retry
+    return [(r, h) for r, h in chosen.items() if h]
+
+
+def lab_vars(p: planmod.Plan) -> dict[str, Any]:
+    """For a lab environment: reach nodes through the lab's SSH config (keys checked)."""
+    if p.env.lab is None:
+        return {}
+    from ..lab.state import Paths
+
+    cfg = Paths.for_bridge(p.env.lab.bridge).ssh_config
+    if not cfg.exists():
+        raise InputError([Problem(str(p.source), "lab", f"the lab is not up: run `skyrack lab up {p.source}` first")])
+    return {"ansible_user": "root", "ansible_ssh_common_args": f"-F {cfg}"}
+
+
+def write_inventory(run_dir: Path, p: planmod.Plan, public_outputs: dict[str, Any] | None) -> Path:
+    inv = inventory.static(p, public_outputs)
+    inv["all"]["vars"].update(lab_vars(p))
+    path = run_dir / "inventory" / "hosts.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(inv, sort_keys=False, width=200))
+    return path
+
+
+def ansible_env(opts: JoinOptions, run_dir: Path, env_name: str) -> dict[str, str]:
+    # ansible-playbook from the same environment as this Python, activated or not
+    # ansible-runner turns host key checking off unless told otherwise: keys are always checked.
+    path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_HOST_KEY_CHECKING": "True"}
+    if opts.settings == "project":
+        return {**path, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+                "ANSIBLE_CACHE_PLUGIN_CONNECTION": str((opts.runs_dir / ".facts" / env_name).resolve())}
+    cfg = run_dir / "ansible-defaults.cfg"  # only what the playbook needs to be found; the rest Ansible's defaults
+    cfg.write_text(f"[defaults]\ncollections_path = {ANSIBLE_DIR / 'collections'}\n"
+                   f"roles_path = {ANSIBLE_DIR / 'roles'}\n")
+    return {**path, "ANSIBLE_CONFIG": str(cfg)}
+
+
+class Collector:
+    """Per-host first error and skyrack report, from the run's events."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.errors: dict[str, str] = {}
+        self.reports: dict[str, list[dict[str, str]]] = {}
+
+    def __call__(self, ev: dict[str, Any]) -> bool:
+        data = ev.get("event_data", {})
+        host = data.get("host")
+        kind = ev.get("event")
+        if kind == "runner_on_ok" and data.get("task") == REPORT_TASK:
+            msg = data.get("res", {}).get("msg")
+            if isinstance(msg, list):
+                self.reports[host] = msg
+        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+            self.errors.setdefault(host, f"{data.get('task', '')}: {message(data.get('res', {}))}")
+        return self.progress.event(ev)
+
+
+@contextlib.contextmanager
+def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
+    """`-e @file` arguments for the secrets, the file on a memory filesystem for the run only."""
+    if not secrets:
+        yield []
+        return
+    shm = Path("/dev/shm")  # noqa: S108 - TemporaryDirectory makes a private 0700 directory in it
+    with tempfile.TemporaryDirectory(prefix="skyrack-", dir=shm if shm.is_dir() else None) as d:
+        path = Path(d) / "secrets.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(secrets, f)
+        yield ["-e", f"@{path}"]
+
+
+def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
+             secrets: dict[str, Any], console: Console) -> RackRun:
+    run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
+    inv = write_inventory(run_dir, p, public)
+    envvars = ansible_env(opts, run_dir, p.env.name)
+    extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
+    started = time.time()
+    result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started)
+    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress:
+        collector = Collector(progress)
+        r = ansible_runner.run(
+            private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
+            inventory=str(inv), limit=",".join(hosts), extravars=extravars, envvars=envvars,
+            cmdline=" ".join([*secret_args, *(["--check"] if opts.check else [])]) or None,
+            event_handler=collector, quiet=True, ident="ansible",
+            # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
+            fact_cache_type="ansible.cfg")
+    result.seconds = round(time.time() - started, 1)
+    result.rc, result.status = r.rc, r.status
+    stats = r.stats or {}
+    for h in hosts:
+        hr = HostResult(host=h, rack=rack, report=collector.reports.get(h, []))
+        for name, key in (("ok", "ok"), ("changed", "changed"), ("skipped", "skipped"), ("failed", "failures"),
+                          ("unreachable", "dark")):
+            setattr(hr, name, int(stats.get(key, {}).get(h, 0)))
+        if hr.unreachable:
+            hr.result = "unreachable"
+        elif hr.failed:
+            hr.result = "failed"
+        elif h in stats.get("processed", {}) and collector.reports.get(h) is not None:
+            hr.result = "ok"
+        hr.message = collector.errors.get(h, "")
+        if hr.result == "not run":
+            hr.message = hr.message or (
+                "the run stopped before this host finished (a batch failed: max_fail_percentage)" if stats
+                else f"ansible-playbook failed before any host ran: {tail(run_dir)}")
+        result.hosts.append(hr)
+    records.save(result)
+    return result
+
+
+def tail(run_dir: Path, lines: int = 3) -> str:
+    out = run_dir / "artifacts" / "ansible" / "stdout"
+    text = out.read_text(errors="replace").strip().splitlines() if out.exists() else []
+    first_error = next((i for i, line in enumerate(text) if "ERROR" in line), max(0, len(text) - lines))
+    return " ".join(" ".join(text[first_error:first_error + lines]).split())[:400] or f"see {run_dir}"
+
+
+def join(env_path: Path, opts: JoinOptions, console: Console,
+         on_rack: Callable[[RackRun], None] | None = None) -> list[RackRun]:
+    """Run every selected rack in order; a rack's failure does not stop the next rack's run only
+    when nothing failed before it: racks after a failed rack are not started."""
+    if opts.settings not in SETTINGS:
+        raise ValueError(f"settings must be one of {SETTINGS}")
+    p = planmod.make(env_path)
+    public: dict[str, Any] | None = None
+    secrets: dict[str, Any] = {}
+    if opts.outputs is not None:
+        data = outmod.check(read_outputs(opts.outputs), opts.outputs)
+        public, secrets = outmod.split_secrets(data)
+    selected = select(p, opts)
+    lab_vars(p)  # fail early if a lab is not up
+    runs: list[RackRun] = []
+    for rack, hosts in selected:
+        run = run_rack(p, rack, hosts, opts, public, secrets, console)
+        runs.append(run)
+        if on_rack:
+            on_rack(run)
+        if run.failed_hosts and rack != selected[-1][0]:
+            console.print(f"[red]rack {rack} had failures: the racks after it are not started[/red]")
+            break
+    return runs
+
+
+def summary_json(runs: list[RackRun]) -> str:
+    return json.dumps({"ok": all(not r.failed_hosts and r.rc == 0 for r in runs),
+                       "racks": [r.to_dict() for r in runs]}, indent=2)

@@ -1,0 +1,75 @@
+"""The lab's network on the host: a bridge with the host's address, and rules that keep it local.
+
+Nodes reach the host (SSH from Ansible, the apt proxy) and each other over the bridge.
+Two `iptables -t mangle FORWARD` DROP rules make sure nothing from or to the lab's
+addresses is ever forwarded through any other interface, whatever else the host's
+firewall and `ip_forward` say. Every rule carries a comment naming the bridge.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+from pathlib import Path
+
+BENCHMARK_RANGE = "198.18.0.0/15"  # RFC 2544: the lab lives inside it
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def bridge_exists(bridge: str) -> bool:
+    return Path(f"/sys/class/net/{bridge}").exists()
+
+
+def ensure_bridge(bridge: str, host_ip: str, subnet: str) -> None:
+    prefix = ipaddress.IPv4Network(subnet).prefixlen
+    if not bridge_exists(bridge):
+        _ip("link", "add", bridge, "type", "bridge")
+    addrs = _ip("-o", "addr", "show", "dev", bridge).stdout
+    if f" {host_ip}/{prefix} " not in addrs:
+        _ip("addr", "add", f"{host_ip}/{prefix}", "dev", bridge)
+    _ip("link", "set", bridge, "up")
+
+
+def remove_bridge(bridge: str) -> None:
+    if bridge_exists(bridge):
+        _ip("link", "del", bridge)
+
+
+def forward_rules(bridge: str, subnet: str = BENCHMARK_RANGE) -> list[list[str]]:
+    """DROP the lab subnet's traffic on any other interface. With br_netfilter, frames bridged
+    between two nodes pass FORWARD with -i/-o = the bridge: the ACCEPT (inserted last, so
+    first in the chain) keeps another lab's broader DROP from cutting this lab's own traffic."""
+    tag = ["-m", "comment", "--comment", f"skyrack lab {bridge}: never forward lab traffic off this host"]
+    return [
+        ["FORWARD", "-s", subnet, "!", "-o", bridge, "-j", "DROP", *tag],
+        ["FORWARD", "-d", subnet, "!", "-i", bridge, "-j", "DROP", *tag],
+        ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT", *tag],
+    ]
+
+
+def _iptables(op: str, rule: list[str]) -> int:
+    return subprocess.run(["iptables", "-w", "-t", "mangle", op, *rule], capture_output=True, check=False).returncode
+
+
+def ensure_rules(bridge: str, subnet: str = BENCHMARK_RANGE) -> list[list[str]]:
+    rules = forward_rules(bridge, subnet)
+    for rule in rules:
+        if _iptables("-C", rule) != 0:
+            # Insert at the top: the DROP must win over any ACCEPT already in the chain.
+            if subprocess.run(["iptables", "-w", "-t", "mangle", "-I", rule[0], "1", *rule[1:]],
+                              capture_output=True, text=True, check=False).returncode != 0:
+                raise RuntimeError(f"cannot add iptables rule: {' '.join(rule)}")
+    return rules
+
+
+def rules_present(rules: list[list[str]]) -> bool:
+    return all(_iptables("-C", r) == 0 for r in rules)
+
+
+def remove_rules(rules: list[list[str]]) -> None:
+    for rule in rules:
+        while _iptables("-C", rule) == 0:
+            _iptables("-D", rule)

@@ -1,0 +1,33 @@
+"""Lab environments derived from `configs/lab.yaml` for tests and benchmarks.
+
+A variant gets its own bridge and /24 (198.18.<n>.0/24), so it runs next to a developer's
+lab without touching it, and optionally another number of rack nodes or etcd members.
+Its lock file is written next to it, as `skyrack plan` would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .. import plan as planmod
+
+BASE_PREFIX = "198.18.0."
+
+
+def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int | None = None,
+         etcd: int | None = None) -> Path:
+    """Write `<dest_dir>/lab.yaml` (+ lock) and return its path."""
+    data = yaml.safe_load(source.read_text())
+    data["lab"]["bridge"] = bridge
+    if rack_nodes is not None:
+        data["racks"][0]["node_range"]["count"] = rack_nodes
+    if etcd is not None:
+        data["control_plane"]["etcd"]["count"] = etcd
+    text = yaml.safe_dump(data, sort_keys=False).replace(BASE_PREFIX, f"198.18.{octet}.")
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    path = dest_dir / "lab.yaml"
+    path.write_text(f"# A variant of {source} (skyrack.lab.variants): bridge {bridge}, 198.18.{octet}.0/24.\n" + text)
+    planmod.write_lock(planmod.make(path, require_lock=False))
+    return path

@@ -1,0 +1,190 @@
+"""A 3-member etcd cluster and its events cluster, booted in the lab from cloud-init alone (real TLS, real Azurite).
+
+Runs as root: `python -m pytest tests/etcd` (about N minutes; see docs/etcd.md).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+from pathlib import Path
+
+import etcdlab
+import pytest
+import requests
+import yaml
+from azure.storage.blob import BlobServiceClient
+from etcdlab import EtcdLab
+
+from skyrack import azurite, pki
+from skyrack.etcd.client import Client, EtcdError, Tls
+from skyrack.lab import controlplane
+from skyrack.render import cloud_init
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+lab3 = etcdlab.lab3  # the module's lab: 3 etcd members, 3 events members, one API-server node
+
+
+def test_cluster_forms_from_cloud_init_alone(lab3: EtcdLab):
+    for role, first in (("etcd", "etcd-0"), ("etcd-events", "etcd-events-0")):
+        out = lab3.ssh.run(first, ". /etc/profile.d/skyrack-etcdctl.sh; "
+                                  f"etcdctl --endpoints=https://{lab3.plan.members_of(role)[0].ip}:2379 "
+                                  "endpoint health --cluster 2>&1")
+        healthy = [line for line in out.splitlines() if "is healthy" in line]
+        assert len(healthy) == len(lab3.plan.members_of(role)), out
+    seeds = controlplane.home(lab3.paths) / "seeds"
+    for m in lab3.plan.members:
+        if m.role == "apiserver":
+            continue  # no Kubernetes package mirror here: the API server node is not seeded
+        node = lab3.ssh.run(m.name, "cat /var/lib/cloud/seed/nocloud/user-data; cat /run/cloud-init/result.json")
+        assert node.startswith((seeds / f"{m.name}.yaml").read_text()), f"{m.name} booted with other user-data"
+        assert '"errors": []' in node
+        cmd = lab3.ssh.run(m.name, "tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value skyrack-etcd)/cmdline")
+        assert f"--quota-backend-bytes={2 * 1024**3}" in cmd and f"--data-dir=/var/lib/etcd/{m.role}" in cmd
+
+
+def test_status_names_one_leader_per_cluster(lab3: EtcdLab):
+    members = lab3.status()
+    assert all(m["healthy"] for m in members), members
+    for role in ("etcd", "etcd-events"):
+        mine = [m for m in members if m["cluster"] == role]
+        assert len(mine) == 3 and sum(m["leader"] for m in mine) == 1
+        assert len({m["cluster_id"] for m in mine}) == 1
+    assert {m["cluster_id"] for m in members if m["cluster"] == "etcd"} != \
+        {m["cluster_id"] for m in members if m["cluster"] == "etcd-events"}, "events is a cluster of its own"
+
+
+# ----------------------------------------------------------------------------- security
+
+
+def _tls_handshake(host: str, port: int, cert: tuple[Path, Path] | None, ca: Path) -> None:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    with socket.create_connection((host, port), timeout=5) as raw, ctx.wrap_socket(raw) as s:
+        s.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+        if not s.recv(1):  # TLS 1.3: a refused client certificate shows on the first read
+            raise ConnectionResetError("closed")
+
+
+@pytest.fixture
+def foreign_client(tmp_path) -> Tls:
+    """A client certificate from a CA of the same name that the cluster never trusted."""
+    ca = pki.create_ca("skyrack-etcdthree-etcd-ca")
+    leaf = pki.issue(ca, "skyrack-etcd-admin", client=True)
+    for name, text in (("ca.crt", ca.cert_pem), ("client.crt", leaf.cert_pem), ("client.key", leaf.key_pem)):
+        (tmp_path / name).write_text(text)
+    return Tls.from_dir(tmp_path)
+
+
+def test_plaintext_clients_are_refused(lab3: EtcdLab):
+    ip = lab3.plan.members_of("etcd")[0].ip
+    for port in (2379, 2380):
+        with pytest.raises(requests.RequestException):
+            requests.post(f"http://{ip}:{port}/v3/kv/range", json={"key": "Lw=="}, timeout=5).raise_for_status()
+
+
+def test_clients_and_peers_need_a_certificate_from_the_clusters_ca(lab3: EtcdLab, foreign_client: Tls):
+    ip = lab3.plan.members_of("etcd")[0].ip
+    assert lab3.client().health(f"https://{ip}:2379")  # the control: the lab's own client is accepted
+    with pytest.raises(EtcdError):  # signed by another CA
+        Client(Tls(lab3.tls.ca, foreign_client.cert, foreign_client.key)).status(f"https://{ip}:2379")
+    for port in (2379, 2380):
+        _tls_handshake(ip, port, (lab3.tls.cert, lab3.tls.key), lab3.tls.ca)
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):  # no certificate at all
+            _tls_handshake(ip, port, None, lab3.tls.ca)
+        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            _tls_handshake(ip, port, (foreign_client.cert, foreign_client.key), lab3.tls.ca)
+
+
+# ----------------------------------------------------------------------------- the API server's side
+
+
+def test_apiserver_user_data_reaches_etcd_with_exactly_its_files(lab3: EtcdLab, tmp_path):
+    """kube-apiserver cannot be installed here: its rendered etcd client files and endpoints are used instead."""
+    m = lab3.plan.members_of("apiserver")[0]
+    pp = controlplane.ensure_pki(lab3.plan, lab3.paths)
+    doc = yaml.safe_load(cloud_init.apiserver(lab3.plan, m, controlplane.apiserver_pki(pp, m),
+                                              kubernetes_repo="http://198.18.4.1:8080/k8s/"))
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    kubeadm = list(yaml.safe_load_all(files["/etc/skyrack/kubeadm.yaml"]))
+    external = next(d for d in kubeadm if d["kind"] == "ClusterConfiguration")["etcd"]["external"]
+    for key in ("caFile", "certFile", "keyFile"):
+        (tmp_path / Path(external[key]).name).write_text(files[external[key]])
+    tls = Tls(*(tmp_path / Path(external[k]).name for k in ("caFile", "certFile", "keyFile")))
+    api = Client(tls)
+    assert external["endpoints"] == lab3.endpoints("etcd")
+    for url in external["endpoints"]:
+        assert api.put(url, f"/registry/skyrack-test/{m.name}", url) > 0
+    overrides = next(d for d in kubeadm if d["kind"] == "ClusterConfiguration")["apiServer"]["extraArgs"]
+    value = next(a["value"] for a in overrides if a["name"] == "etcd-servers-overrides")
+    assert value == "/events#" + ";".join(lab3.endpoints("etcd-events"))
+    for url in value.removeprefix("/events#").split(";"):
+        assert api.put(url, "/registry/events/default/skyrack-test", "x") > 0
+
+
+# ----------------------------------------------------------------------------- lab up again, backups, replacement
+
+
+def test_lab_up_again_changes_nothing(lab3: EtcdLab):
+    def snapshot_state():
+        state = json.loads((lab3.paths.state).read_text())
+        pids = {h: v["pid"] for h, v in state["hosts"].items()}
+        etcd = {m["name"]: (m["member_id"], m["cluster_id"], m["raft_term"]) for m in lab3.status()}
+        started = {m.name: lab3.ssh.run(m.name, "systemctl show -p ExecMainStartTimestamp --value skyrack-etcd")
+                   for m in lab3.plan.members if m.role != "apiserver"}
+        return pids, etcd, started, (controlplane.home(lab3.paths) / "pki.json").read_text()
+
+    before = snapshot_state()
+    again = lab3.cli("etcd", "lab-up")
+    assert "booting" not in again.stderr, again.stderr
+    assert snapshot_state() == before
+
+
+def test_snapshot_to_azurite_and_restore_into_a_new_cluster(lab3: EtcdLab):
+    c, url = lab3.client(), lab3.endpoints()[0]
+    for i in range(20):
+        c.put(url, f"/backup/before/{i:03d}", f"value-{i}")
+    snap = json.loads(lab3.cli("etcd", "snapshot", "--json").stdout)
+    # The blob is in the lab's Azurite, under the environment's container, with its checksum.
+    service = BlobServiceClient.from_connection_string(azurite.connection_string(str(lab3.plan.env.lab.host_ip)))
+    blob = service.get_container_client("etcd-snapshots").get_blob_client(snap["name"])
+    assert blob.get_blob_properties().metadata["sha256"] == snap["sha256"]
+    assert snap["name"].startswith("etcdthree/etcd/") and snap["size"] > 0
+    listed = json.loads(lab3.cli("etcd", "snapshots", "--json").stdout)
+    assert snap["name"] in [s["name"] for s in listed]
+    c.put(url, "/backup/after/0", "written after the snapshot")
+    old_cluster = {m["cluster_id"] for m in lab3.status() if m["cluster"] == "etcd"}
+
+    restored = lab3.cli("etcd", "restore", "--snapshot", snap["name"], "--yes", "--json")
+    members = json.loads(restored.stdout)["members"]
+    assert all(m["healthy"] for m in members) and len(members) == 3
+    assert {m["cluster_id"] for m in members}.isdisjoint(old_cluster), "a restore makes a new cluster"
+    for m in lab3.plan.members_of("etcd"):
+        got = c.get_prefix(f"https://{m.ip}:2379", "/backup/", serializable=True)
+        assert got == {f"/backup/before/{i:03d}": f"value-{i}" for i in range(20)}, m.name
+
+
+def test_restore_needs_confirmation(lab3: EtcdLab):
+    r = lab3.cli("etcd", "restore", "--snapshot", "etcdthree/etcd/whatever.db", check=False)
+    assert r.returncode == 2 and "--yes" in r.stderr
+
+
+def test_a_member_that_lost_its_data_rejoins(lab3: EtcdLab):
+    c, victim = lab3.client(), lab3.plan.members_of("etcd")[2]
+    c.put(lab3.endpoints()[0], "/replace/marker", "kept by the others")
+    lab3.ssh.run(victim.name, "systemctl stop skyrack-etcd; rm -rf /var/lib/etcd/etcd; "
+                              "systemctl start --no-block skyrack-etcd")
+    time.sleep(3)
+    assert not c.health(f"https://{victim.ip}:2379")
+    out = lab3.cli("etcd", "replace-member", "--member", victim.name, "--json")
+    assert json.loads(out.stdout)["healthy"]
+    got = c.get_prefix(f"https://{victim.ip}:2379", "/replace/", serializable=True)
+    assert got == {"/replace/marker": "kept by the others"}
+    assert all(m["healthy"] for m in lab3.status())
+    assert "No such file" in lab3.ssh.run(victim.name, "ls /etc/systemd/system/skyrack-etcd.service.d 2>&1 || true")
+    members = c.members(lab3.endpoints()[0])
+    assert sorted(m["name"] for m in members) == ["etcd-0", "etcd-1", "etcd-2"]

@@ -1,0 +1,66 @@
+"""The lab for the tests: a variant of configs/lab.yaml on its own bridge, up once per session.
+
+Tests that need it take `lab`; it is brought up by the real CLI at first use and taken
+down (and checked gone) at the end of the session. It needs root and the lab's tools,
+which `./dev setup` installs; without them the lab tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import CONFIGS, run_cli
+from skyrack.lab import variants
+from skyrack.lab.state import Paths
+
+BRIDGE = "skyrackt0"
+OCTET = 1  # 198.18.1.0/24: apart from a developer's lab on 198.18.0.0/24
+
+
+@dataclass
+class Lab:
+    env: Path
+    paths: Paths
+
+    def ssh(self, host: str, command: str, check: bool = True) -> str:
+        proc = subprocess.run(["ssh", "-F", str(self.paths.ssh_config), "-o", "BatchMode=yes", host, command],
+                              capture_output=True, text=True, timeout=60)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{host}: {command!r} exited {proc.returncode}: {proc.stderr}")
+        return proc.stdout
+
+    def status(self) -> dict:
+        return json.loads(run_cli("lab", "status", str(self.env), "--json").stdout)
+
+
+def lab_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    missing = [t for t in ("systemd-nspawn", "debootstrap", "iptables", "ssh") if shutil.which(t) is None]
+    return f"missing {', '.join(missing)} (./dev setup installs them)" if missing else None
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory):
+    reason = lab_missing()
+    if reason:
+        pytest.skip(reason)
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET)
+    seeds = tmp_path_factory.mktemp("seeds")
+    # The NoCloud hook: a user-data file for one control-plane host.
+    (seeds / "apiserver-0.yaml").write_text(
+        "#cloud-config\nwrite_files:\n  - path: /etc/skyrack-seeded\n    content: seeded by the lab test\n")
+    proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    lab = Lab(env, Paths.for_bridge(BRIDGE))
+    yield lab
+    down = run_cli("lab", "down", str(env), timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert not Path(f"/sys/class/net/{BRIDGE}").exists()

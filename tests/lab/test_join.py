@@ -1,0 +1,181 @@
+"""`skyrack join` against the lab's rack: real Ansible runs, the state asserted on the hosts.
+
+The tests run in file order and share the session's lab: converge twice (second run
+changes nothing), dry run, a node lost mid-run and the retry, bad input. Every real run
+is followed by another that must report changed=0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli
+from skyrack import plan as planmod
+from skyrack.join import render
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+RACK = ["r01-n01", "r01-n02", "r01-n03"]
+OUTPUTS = {  # the control plane's outputs contract; the token is a made-up secret
+    "apiserver_endpoint": "https://198.18.1.36:6443",
+    "ca_cert_pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    "ca_cert_hash": "sha256:" + "ab" * 32,
+    "bootstrap_token": "abcdef.0123456789abcdef",
+    "resource_group": "skyrack-lab",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("outputs") / "stack-outputs.json"
+    path.write_text(json.dumps(OUTPUTS))
+    return path
+
+
+def join(lab, runs: Path, *args: str) -> tuple[int, dict, str]:
+    proc = run_cli("join", str(lab.env), "--runs-dir", str(runs), "--json", *args, timeout=900)
+    data = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, data, proc.stderr
+
+
+def hosts(data: dict) -> dict[str, dict]:
+    return {h["host"]: h for r in data["racks"] for h in r["hosts"]}
+
+
+def assert_unchanged(lab, runs: Path, outputs: Path) -> None:
+    rc, data, err = join(lab, runs, "--outputs", str(outputs))
+    assert rc == 0, err
+    assert {h: r["changed"] for h, r in hosts(data).items()} == dict.fromkeys(RACK, 0)
+
+
+def test_join_converges_then_changes_nothing(lab, runs, outputs):
+    rc, data, err = join(lab, runs, "--outputs", str(outputs))
+    assert rc == 0, err
+    first = hosts(data)
+    assert set(first) == set(RACK)
+    assert all(h["result"] == "ok" and h["changed"] > 0 for h in first.values()), first
+    assert_unchanged(lab, runs, outputs)
+
+
+def test_hosts_run_what_the_join_configured(lab):
+    p = planmod.make(lab.env)
+    for name in RACK:
+        # containerd answers on its socket, with systemd cgroups and its root on the data disk
+        assert "Server:" in lab.ssh(name, "ctr --address /run/containerd/containerd.sock version")
+        assert lab.ssh(name, "systemctl is-active containerd").strip() == "active"
+        toml = lab.ssh(name, "cat /etc/containerd/config.toml")
+        assert "SystemdCgroup = true" in toml and 'root = "/data/containerd"' in toml
+        assert lab.ssh(name, "test -d /data/containerd/io.containerd.content.v1.content && echo yes").strip() == "yes"
+        # sysctls in effect where they can apply here ...
+        assert lab.ssh(name, "sysctl -n net.ipv4.ip_forward net.core.somaxconn").split() == ["1", "32768"]
+        assert lab.ssh(name, "sysctl -n net.bridge.bridge-nf-call-iptables").strip() == "1"
+        # ... and the ones that cannot written down as skipped, with the reason
+        conf = lab.ssh(name, "cat /etc/sysctl.d/90-skyrack.conf")
+        assert "\nnet.core.somaxconn = 32768\n" in conf
+        skipped = "# net.ipv4.neigh.default.gc_thresh3 = 100000  # skipped: does not exist in this network namespace"
+        assert skipped in conf
+        assert lab.ssh(name, "grep -c nofile /etc/security/limits.d/90-skyrack.conf").strip() == "4"
+        # files rendered from the plan: byte for byte what the Python side renders
+        assert lab.ssh(name, "cat /etc/kubernetes/kubelet.conf.d/50-skyrack.conf") == render.kubelet_config(p, name)
+        assert lab.ssh(name, "cat /etc/default/kubelet") == render.kubelet_flags(p, name)
+        kubelet = yaml.safe_load(render.kubelet_config(p, name))
+        node = next(n for n in p.nodes if n.name == name)
+        assert kubelet["podCIDR"] == node.pod_cidr and kubelet["serializeImagePulls"] is False
+        join_cfg = lab.ssh(name, "cat /etc/kubernetes/skyrack-join.yaml")
+        assert join_cfg == render.join_configuration(p, name, OUTPUTS)
+        assert lab.ssh(name, "stat -c %a /etc/kubernetes/skyrack-join.yaml").strip() == "600"
+
+
+def test_the_summary_reports_what_was_skipped_and_why(lab, runs):
+    record = sorted(runs.glob("*-lab-r01"))[-1] / "summary.json"
+    summary = json.loads(record.read_text())
+    for h in summary["hosts"]:
+        report = {r["item"]: r for r in h["report"]}
+        gc = report["sysctl net.ipv4.neigh.default.gc_thresh1=80000"]
+        assert gc["status"] == "skipped" and "network namespace" in gc["reason"]
+        assert report["sysctl vm.max_map_count=262144"]["status"] == "skipped"
+        assert report["sysctl net.core.somaxconn=32768"]["status"] == "unchanged"
+        assert report["NVIDIA stack"]["status"] == "skipped"
+        assert report["NVIDIA stack"]["reason"].startswith("no NVIDIA GPU detected (lspci: 0")
+        assert report["kubeadm join"]["reason"] == "kubeadm is not installed (mirrors.kubernetes is not set)"
+        assert report["kernel module overlay"]["status"] == "present"
+
+
+def test_the_bootstrap_token_never_reaches_a_file(runs):
+    leaked = [p for p in runs.rglob("*") if p.is_file() and OUTPUTS["bootstrap_token"] in p.read_text(errors="replace")]
+    assert leaked == []
+
+
+def test_check_mode_changes_nothing(lab, runs):
+    lab.ssh("r01-n01", "rm /etc/security/limits.d/90-skyrack.conf; sysctl -qw net.core.somaxconn=4096")
+    rc, data, err = join(lab, runs, "--check")
+    assert rc == 0, err
+    result = hosts(data)
+    assert result["r01-n01"]["changed"] >= 2  # it would restore the file and the sysctl
+    assert lab.ssh("r01-n01", "test -e /etc/security/limits.d/90-skyrack.conf || echo absent").strip() == "absent"
+    assert lab.ssh("r01-n01", "sysctl -n net.core.somaxconn").strip() == "4096"
+
+
+def test_a_node_lost_mid_run_fails_alone_and_the_retry_converges(lab, runs, outputs):
+    # The drift from the check-mode test is still on r01-n01: this run repairs it.
+    cmd = [sys.executable, "-m", "skyrack", "join", str(lab.env), "--runs-dir", str(runs), "--json",
+           "--outputs", str(outputs)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "modules")},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the run is under way on the hosts
+        events = list(runs.glob("*-lab-r01*/artifacts/ansible/job_events/*.json"))
+        newest = max((p.parent.parent.parent.parent for p in events), key=lambda d: d.name, default=None)
+        if newest and not (newest / "summary.json").exists() and \
+                len(list((newest / "artifacts/ansible/job_events").glob("*.json"))) > 30:
+            break
+        time.sleep(0.5)
+    assert run_cli("lab", "stop", "r01-n02", str(lab.env)).returncode == 0
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 1, err
+    result = hosts(json.loads(out))
+    assert result["r01-n02"]["result"] in ("unreachable", "failed"), result["r01-n02"]
+    assert result["r01-n01"]["result"] == "ok" and result["r01-n03"]["result"] == "ok"
+    assert lab.ssh("r01-n01", "sysctl -n net.core.somaxconn").strip() == "32768"
+    assert run_cli("lab", "up", str(lab.env), timeout=600).returncode == 0
+    rc, data, err = join(lab, runs, "--retry-failed", "--outputs", str(outputs))
+    assert rc == 0, err
+    assert list(hosts(data)) == ["r01-n02"]
+    assert_unchanged(lab, runs, outputs)
+    rc, data, err = join(lab, runs, "--retry-failed")
+    assert rc == 0 and data["racks"] == [], err
+
+
+def test_an_unreachable_host_fails_the_run_with_its_name(lab, runs, outputs):
+    assert run_cli("lab", "stop", "r01-n03", str(lab.env)).returncode == 0
+    try:
+        proc = run_cli("join", str(lab.env), "--runs-dir", str(runs), "--limit", "r01-n03", timeout=300)
+        assert proc.returncode == 1
+        assert "r01-n03: unreachable" in proc.stdout
+    finally:
+        assert run_cli("lab", "up", str(lab.env), timeout=600).returncode == 0
+    rc, data, err = join(lab, runs, "--retry-failed", "--outputs", str(outputs))
+    assert rc == 0 and list(hosts(data)) == ["r01-n03"], err
+    assert_unchanged(lab, runs, outputs)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--rack", "r99"], "no rack named 'r99' (racks: r01)"),
+    (["--limit", "r01-n01,r07-n01"], "--limit names hosts not in lab: r07-n01"),
+])
+def test_bad_selection_is_refused(lab, runs, args, message):
+    proc = run_cli("join", str(lab.env), "--runs-dir", str(runs), *args)
+    assert proc.returncode == 1
+    assert message in proc.stderr and "Traceback" not in proc.stderr
