@@ -119,3 +119,14 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
                                                                        "/sys/fs/cgroup/unified"))
     leftover = subprocess.run(["pgrep", "-f", f"{paths.root}/nodes"], capture_output=True, text=True).stdout
     assert leftover == ""
+
+
+def test_user_data_for_a_host_not_in_the_lab_is_refused(tmp_path):
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path / "env", "skyrackt9", 9)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "etcd-9.yaml").write_text("#cloud-config\n{}\n")
+    proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds))
+    assert proc.returncode == 1
+    assert "cloud-init user-data for hosts not in this lab: etcd-9" in proc.stderr
+    assert not Paths.for_bridge("skyrackt9").root.exists()

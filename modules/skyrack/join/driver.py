@@ -200,8 +200,7 @@ def tail(run_dir: Path, lines: int = 3) -> str:
 
 def join(env_path: Path, opts: JoinOptions, console: Console,
          on_rack: Callable[[RackRun], None] | None = None) -> list[RackRun]:
-    """Run every selected rack in order; a rack's failure does not stop the next rack's run only
-    when nothing failed before it: racks after a failed rack are not started."""
+    """Run the selected racks in file order. A rack with a failed host stops the racks after it."""
     if opts.settings not in SETTINGS:
         raise ValueError(f"settings must be one of {SETTINGS}")
     p = planmod.make(env_path)

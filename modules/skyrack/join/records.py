@@ -76,6 +76,6 @@ def latest(runs: Path, env: str, rack: str) -> dict | None:
         summary = d / "summary.json"
         if summary.exists():
             data = json.loads(summary.read_text())
-            if not data.get("check"):
+            if data.get("env") == env and data.get("rack") == rack and not data.get("check"):
                 return data
     return None

@@ -50,20 +50,19 @@ def up(
 @app.command()
 def status(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
     """Show the lab's hosts (running, SSH answering), bridge, rules and apt proxy."""
-    show(path, as_json)
-    st = lifecycle.status(path)
+    st = show(path, as_json)
     if not st["up"] or not all(h["running"] for h in st["hosts"]):
         raise typer.Exit(1)
 
 
-def show(path: Path, as_json: bool) -> None:
+def show(path: Path, as_json: bool) -> dict:
     st = _run(lambda: lifecycle.status(path), as_json)
     if as_json:
         dump_json(st)
-        return
+        return st
     if not st["up"]:
         out.print(f"lab {st['environment']}: down")
-        return
+        return st
     t = Table("host", "role", "ip", "running", "ssh", title=f"lab {st['environment']} ({st['state_dir']})",
               title_justify="left")
     for h in st["hosts"]:
@@ -73,6 +72,7 @@ def show(path: Path, as_json: bool) -> None:
     out.print(f"bridge: {'up' if st['bridge'] else 'missing'}; forwarding DROP rules: "
               f"{'in place' if st['rules'] else 'missing'}; apt proxy: {st['apt_proxy'] or 'not running'}")
     out.print(f"ssh: ssh -F {st['ssh_config']} <host>")
+    return st
 
 
 @app.command()

@@ -79,6 +79,10 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     """Start every host of the environment (see the module docstring). `user_data` maps a
     host name to its cloud-init user-data (NoCloud seed), read on the node's first boot."""
     lab = open_lab(env_path)
+    unknown = sorted(set(user_data or {}) - {h.name for h in lab.hosts()})
+    if unknown:
+        raise InputError([Problem(str(env_path), "", f"cloud-init user-data for hosts not in this lab: "
+                                                     f"{', '.join(unknown)}")])
     check_host()
     cfg, paths = lab.cfg, lab.paths
     st = load(paths) or LabState(env=lab.plan.env.name, source=str(env_path), bridge=cfg.bridge,
