@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import CONFIGS, run_cli
 from skyrack.lab import variants
+from support import CONFIGS, run_cli
 
 
 def test_invalid_environment(env_copy, tmp_path):

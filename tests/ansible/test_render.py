@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import CONFIGS
 from skyrack import plan as planmod
 from skyrack.join import outputs, render
+from support import CONFIGS
 
 OUTPUTS = {
     "apiserver_endpoint": "https://198.18.0.36:6443",

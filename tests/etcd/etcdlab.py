@@ -19,10 +19,7 @@ from pathlib import Path
 import pytest
 from labnet import Keeper
 
-try:  # shared test helpers: tests/support.py on main, tests/conftest.py before it
-    from support import CONFIGS, run_cli  # CONFIGS: re-exported to the test modules
-except ImportError:
-    from conftest import CONFIGS, run_cli  # noqa: F401
+from support import CONFIGS, run_cli  # noqa: F401  (CONFIGS: re-exported to the test modules)
 from skyrack import azurite
 from skyrack import plan as planmod
 from skyrack.etcd.client import Client, Tls

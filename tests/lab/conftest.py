@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIGS, run_cli
 from skyrack.lab import variants
 from skyrack.lab.state import Paths
+from support import CONFIGS, run_cli
 
 BRIDGE = "skyrackt0"
 OCTET = 1  # 198.18.1.0/24: apart from a developer's lab on 198.18.0.0/24

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, run_cli
 from skyrack import plan as planmod
 from skyrack.join import render
+from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 RACK = ["r01-n01", "r01-n02", "r01-n03"]

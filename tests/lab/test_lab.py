@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIGS, run_cli
 from skyrack.lab import variants
 from skyrack.lab.state import Paths
+from support import CONFIGS, run_cli
 
 from .conftest import lab_missing
 
