@@ -25,3 +25,16 @@ def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: f
     if check and proc.returncode != 0:
         raise AssertionError(f"skyrack {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def need(reason: str) -> None:
+    """A test's prerequisite is missing: skip on a developer's machine, fail in CI (CI=true).
+
+    CI installs everything through ./dev, so there a missing tool is a broken install step,
+    not a reason to pass quietly.
+    """
+    import pytest
+
+    if os.environ.get("CI"):
+        pytest.fail(f"prerequisite missing in CI: {reason}")
+    pytest.skip(reason)

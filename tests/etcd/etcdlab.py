@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from labnet import Keeper
 
-from support import CONFIGS, run_cli  # noqa: F401  (CONFIGS: re-exported to the test modules)
 from skyrack import azurite
 from skyrack import plan as planmod
 from skyrack.etcd.client import Client, Tls
 from skyrack.etcd.remote import Ssh
 from skyrack.lab import controlplane
 from skyrack.lab.state import Paths
+from support import CONFIGS, need, run_cli  # noqa: F401  (CONFIGS: re-exported to the test modules)
 
 ENV = """\
 name: {name}
@@ -90,9 +90,9 @@ class EtcdLab:
 
 def lab_or_skip() -> None:
     if os.geteuid() != 0 or shutil.which("systemd-nspawn") is None:
-        pytest.skip("the etcd lab tests need root and systemd-nspawn")
+        need("the etcd lab tests need root and systemd-nspawn")
     if not azurite.installed():
-        pytest.skip("azurite is not installed: ./dev setup")
+        need("azurite is not installed: ./dev setup")
 
 
 def wait_for_stale_links(bridge: str, timeout: float = 60) -> None:
@@ -150,7 +150,7 @@ def free_port() -> int:
 def local_azurite(tmp_path) -> Iterator[azurite.Azurite]:
     """Azurite on loopback for tests that need Blob Storage but no lab."""
     if not azurite.installed():
-        pytest.skip("azurite is not installed: ./dev setup")
+        need("azurite is not installed: ./dev setup")
     a = azurite.start("127.0.0.1", free_port(), tmp_path / "azurite", tmp_path / "azurite.log")
     try:
         yield a

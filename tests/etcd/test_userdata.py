@@ -14,6 +14,7 @@ from skyrack import userdata_check
 from skyrack.lab import controlplane
 from skyrack.lab.state import Paths
 from skyrack.render import cloud_init
+from support import need
 
 MIRROR = "http://198.18.0.1:8080/kubernetes/v1.31/deb/"  # any repository URL: the text is only validated here
 
@@ -23,7 +24,7 @@ def checker():
     try:
         userdata_check.cloud_init_root()
     except userdata_check.CloudInitUnavailable as exc:
-        pytest.skip(str(exc))
+        need(str(exc))
     return userdata_check
 
 

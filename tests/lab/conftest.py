@@ -18,7 +18,7 @@ import pytest
 
 from skyrack.lab import variants
 from skyrack.lab.state import Paths
-from support import CONFIGS, run_cli
+from support import CONFIGS, need, run_cli
 
 BRIDGE = "skyrackt0"
 OCTET = 1  # 198.18.1.0/24: apart from a developer's lab on 198.18.0.0/24
@@ -51,7 +51,7 @@ def lab_missing() -> str | None:
 def lab(tmp_path_factory: pytest.TempPathFactory):
     reason = lab_missing()
     if reason:
-        pytest.skip(reason)
+        need(reason)
     env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET)
     seeds = tmp_path_factory.mktemp("seeds")
     # The NoCloud hook: a user-data file for one control-plane host.

@@ -13,7 +13,7 @@ import pytest
 
 from skyrack.lab import variants
 from skyrack.lab.state import Paths
-from support import CONFIGS, run_cli
+from support import CONFIGS, need, run_cli
 
 from .conftest import lab_missing
 
@@ -88,9 +88,10 @@ def test_a_non_lab_environment_is_refused(env_copy):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.skipif(lab_missing() is not None, reason=str(lab_missing()))
 def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
     """A small lab of its own: kill its processes hard, `up` recovers with disks intact, `down` leaves nothing."""
+    if lab_missing():
+        need(str(lab_missing()))
     env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1)
     paths = Paths.for_bridge("skyrackt1")
     try:

@@ -12,6 +12,7 @@ import yaml
 from skyrack import certs
 from skyrack import plan as planmod
 from skyrack.render import cloud_init, yaml_block
+from support import need
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = "file:///srv/kubernetes-debs"
@@ -111,7 +112,7 @@ def _scripts(config: dict) -> dict[str, str]:
 def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
     """Boot scripts fail at 3 a.m. on a machine nobody can reach: lint every one skyrack renders."""
     if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed (scripts/apt-packages.txt)")
+        need("shellcheck is not installed (scripts/apt-packages.txt)")
     plan, issued = lab
     prod = planmod.make(CONFIGS / "prod.yaml")
     prod_pki = certs.issue_all(prod)

@@ -18,6 +18,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from skyrack import certs, pki
 from skyrack import plan as planmod
+from support import need
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -56,7 +57,7 @@ def test_apiserver_serving_certificate_covers_every_name_clients_use(lab) -> Non
 def test_ca_cert_hash_matches_the_kubeadm_recipe(lab, tmp_path: Path) -> None:
     """kubeadm documents: openssl x509 -pubkey | openssl pkey -pubin -outform der | sha256sum."""
     if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
+        need("openssl is not installed")
     _, issued = lab
     ca = tmp_path / "ca.crt"
     ca.write_text(issued.cas["kubernetes"].cert_pem)
