@@ -178,13 +178,12 @@ def main() -> None:
         sys.exit(130)
 
 
+from .join.cli import join as _join  # noqa: E402 - commands of other modules register after the core's
+from .lab.cli import app as _lab_app  # noqa: E402
+
+app.add_typer(_lab_app, name="lab")
+app.command("join")(_join)
+
 if __name__ == "__main__":
     main()
 
-
-from .lab.cli import app as _lab_app  # noqa: E402 - subcommands register after the core's
-
-app.add_typer(_lab_app, name="lab")
-from .join.cli import join as _join  # noqa: E402
-
-app.command("join")(_join)
