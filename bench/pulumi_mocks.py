@@ -1,6 +1,6 @@
 """How long the Azure program takes under Pulumi's mocks, next to the plan it starts from.
 
-    PYTHONPATH=modules:tests/pulumi /work/main/.venv/bin/python bench/pulumi_mocks.py
+    PYTHONPATH=modules:tests/pulumi .venv/bin/python bench/pulumi_mocks.py
 
 Prints, per shipped environment: on-prem nodes, the plan's time, the whole program's time
 under mocks (plan, PKI with real keys, every resource) and the resources registered.

@@ -27,15 +27,15 @@ if TYPE_CHECKING:
 
 IPv4Net = ipaddress.IPv4Network
 
-# The VNet layout: fixed slots first (so adding a pool never moves the control plane),
-# then the cloud-pool node subnet sized for every pool at its maximum.
+# The VNet layout: fixed slots only, so no pool change ever moves the control plane. A cloud
+# pool's subnet is its pod range (node and pod addresses in one subnet, as Azure CNI lays it
+# out), allocated from pod_cidr with the node ranges and added to the VNet's address space.
 FIXED_SUBNETS: tuple[tuple[str, int], ...] = (
     ("GatewaySubnet", 27),  # Azure requires this exact name; /27 is its recommended minimum
     ("apiservers", 28),
     ("etcd", 28),
     ("etcd-events", 28),
 )
-AZURE_RESERVED_PER_SUBNET = 5  # network, gateway, 2 x DNS, broadcast
 
 
 def block_prefix(pods_per_node: int) -> int:
@@ -46,16 +46,10 @@ def block_capacity(pod_cidr: IPv4Net, pods_per_node: int) -> int:
     return 2 ** max(0, block_prefix(pods_per_node) - pod_cidr.prefixlen)
 
 
-def pool_subnet_prefix(max_nodes: int) -> int:
-    return 32 - math.ceil(math.log2(max_nodes + AZURE_RESERVED_PER_SUBNET))
-
-
 def vnet_layout(env: Environment) -> dict[str, IPv4Net]:
     """Subnets of the VNet, in a fixed order. Raises ValueError when they do not fit."""
     vnet = env.azure.vnet_cidr
     wanted = list(FIXED_SUBNETS)
-    if env.cloud_pools:
-        wanted.append(("pools", pool_subnet_prefix(env.cloud_max_nodes)))
     out: dict[str, IPv4Net] = {}
     cursor = int(vnet.network_address)
     end = int(vnet.broadcast_address)

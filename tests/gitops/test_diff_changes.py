@@ -122,7 +122,8 @@ def test_more_nodes_resize_auto_sized_api_servers(repo: GitRepo):
     resize = find(changes, "API-server VMs Standard_E2s_v5 → Standard_E4s_v5")
     assert resize.risk == "caution" and "sized for 106 → 1,006 nodes" in resize.message
     assert find(changes, "cpu: 0 to 100 → 0 to 1000 nodes").risk == "info"
-    assert find(changes, "subnet pools").risk == "danger"  # the pools subnet grows: re-created
+    # the pool outgrows its pod range (its subnet): a new range, every node of the pool re-created
+    assert find(changes, "cloud pool cpu: pod range 10.191.224.0/19 →").risk == "danger"
 
 
 # ----------------------------------------------------------------------------- network, VPN, versions

@@ -193,7 +193,7 @@ def _network(old: Plan, new: Plan) -> Iterator[Change]:
             x, y = old.subnets.get(name), new.subnets.get(name)
             if x == y:
                 continue
-            field = "cloud_pools" if name == "pools" else "azure.vnet_cidr"  # pools: sized for every pool's max
+            field = "azure.vnet_cidr"
             if x and y:
                 yield Change("danger", "network", field,
                              f"subnet {name} {x} → {y}: its VMs are re-created with new addresses (destructive)")

@@ -96,8 +96,8 @@ def plan_grants(plan: Plan) -> list[tuple[str, rules.Grant]]:
     port = ((rules.APISERVER_PORT, rules.APISERVER_PORT),)
     sources = [(f"azure.admin_cidrs[{i}]", "admin range", c) for i, c in enumerate(env.azure.admin_cidrs)]
     sources += [(f"onprem.cidrs[{i}]", "on-prem range", c) for i, c in enumerate(env.onprem.cidrs)]
-    if "pools" in plan.subnets:
-        sources.append(("cloud_pools", "the cloud pools' subnet", ipaddress.IPv4Network(plan.subnets["pools"])))
+    sources += [(f"cloud_pools[{i}]", f"cloud pool {pool.name}'s subnet", ipaddress.IPv4Network(pool.pod_cidr))
+                for i, pool in enumerate(plan.pools)]
     return [(field, rules.Grant(label, net, api, port)) for field, label, net in sources]
 
 
