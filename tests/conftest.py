@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from support import CONFIGS, ROOT, run_cli
+from support import CONFIGS, ROOT, need, run_cli
 
 __all__ = ["CONFIGS", "ROOT", "run_cli"]
 
@@ -26,3 +26,15 @@ def env_copy(tmp_path: Path):
         return dest / f"{name}.yaml"
 
     return _copy
+
+
+@pytest.fixture(scope="session")
+def userdata_checker():
+    """skyrack.userdata_check with cloud-init available (`cloud-init schema` + the top-level key check)."""
+    from skyrack import userdata_check
+
+    try:
+        userdata_check.cloud_init_root()
+    except userdata_check.CloudInitUnavailable as exc:
+        need(str(exc))
+    return userdata_check

@@ -38,3 +38,21 @@ def need(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"prerequisite missing in CI: {reason}")
     pytest.skip(reason)
+
+
+def is_secret(value: object) -> bool:
+    """A value Pulumi's engine would see as secret (its wire form under set_mocks)."""
+    from pulumi.runtime import rpc
+
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def unwrap(value: object) -> object:
+    """The value without Pulumi's secret wrappers, at any depth."""
+    if is_secret(value):
+        return unwrap(value["value"])  # type: ignore[index]
+    if isinstance(value, dict):
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value

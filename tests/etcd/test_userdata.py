@@ -10,22 +10,16 @@ import yaml
 from etcdlab import write_env
 
 from skyrack import plan as planmod
-from skyrack import userdata_check
 from skyrack.lab import controlplane
 from skyrack.lab.state import Paths
 from skyrack.render import cloud_init
-from support import need
 
 MIRROR = "http://198.18.0.1:8080/kubernetes/v1.31/deb/"  # any repository URL: the text is only validated here
 
 
 @pytest.fixture(scope="module")
-def checker():
-    try:
-        userdata_check.cloud_init_root()
-    except userdata_check.CloudInitUnavailable as exc:
-        need(str(exc))
-    return userdata_check
+def checker(userdata_checker):
+    return userdata_checker
 
 
 @pytest.fixture(scope="module")

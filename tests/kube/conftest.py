@@ -17,14 +17,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from pulumi.runtime import rpc
 
 from skyrack import plan as planmod
+from support import unwrap
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 NOW = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.UTC)
 TOKEN = "abcdef.0123456789abcdef"
-SECRET_SIG = rpc._special_secret_sig  # how the engine marks a secret value on the wire
 
 
 @dataclass
@@ -102,19 +101,6 @@ class Registered:
     def kind(self) -> str:
         return self.inputs.get("kind", "")
 
-
-def is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(rpc._special_sig_key) == SECRET_SIG
-
-
-def unwrap(value: Any) -> Any:
-    if is_secret(value):
-        return unwrap(value["value"])
-    if isinstance(value, dict):
-        return {k: unwrap(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unwrap(v) for v in value]
-    return value
 
 
 @dataclass

@@ -9,8 +9,9 @@ import pytest
 from skyrack import config
 from skyrack import plan as planmod
 from skyrack.kube import autoscaler, layer
+from support import is_secret
 
-from .conftest import CONFIGS, NOW, control_plane_outputs, is_secret, run_program
+from .conftest import CONFIGS, NOW, control_plane_outputs, run_program
 from .placement import pod_spec
 
 

@@ -12,8 +12,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from skyrack.kube import bootstrap, objects
+from support import is_secret
 
-from .conftest import NOW, TOKEN, is_secret
+from .conftest import NOW, TOKEN
 
 ENVS = ["dev", "prod"]
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from .conftest import TOKEN, Recorder, admin_kubeconfig, is_secret, run_program
+from support import is_secret
+
+from .conftest import TOKEN, Recorder, admin_kubeconfig, run_program
 
 PROGRAM = Path(__file__).resolve().parents[2] / "stacks" / "cluster" / "__main__.py"
 

@@ -13,7 +13,9 @@ import base64
 from typing import Any
 
 import yaml
-from pulumi_harness import DYNAMIC, StackRun, is_secret, unwrap
+from pulumi_harness import DYNAMIC, StackRun
+
+from support import is_secret, unwrap
 
 GENERATED = ("cert_pem", "key_pem", "cert_hash", "public_pem", "public_key", "value")
 

@@ -19,6 +19,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
 
+from support import unwrap
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 sys.path.insert(0, str(ROOT / "stacks"))
@@ -26,7 +28,6 @@ sys.path.insert(0, str(ROOT / "stacks"))
 import controlplane  # noqa: E402
 from skyrack.azure import pki as azure_pki  # noqa: E402
 
-SECRET_SIG = "4dabf18193072939515e22adb298388d"
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 TENANT = "11111111-1111-1111-1111-111111111111"
 DYNAMIC = "pulumi-python:dynamic/skyrack:"
@@ -36,20 +37,6 @@ OWN_NAME = {"VirtualMachine": "vmName", "VirtualMachineScaleSet": "vmScaleSetNam
             "PrivateZone": "privateZoneName"}
 DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/"}
 
-
-def is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get(SECRET_SIG) is not None and "value" in value
-
-
-def unwrap(value: Any) -> Any:
-    """Inputs without Pulumi's secret wrappers."""
-    if is_secret(value):
-        return unwrap(value["value"])
-    if isinstance(value, dict):
-        return {k: unwrap(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unwrap(v) for v in value]
-    return value
 
 
 @dataclass

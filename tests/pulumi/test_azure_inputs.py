@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pulumi
 import pytest
-from pulumi_harness import DEFAULT_CONFIG, AzureMocks, is_secret, run_stack
+from pulumi_harness import DEFAULT_CONFIG, AzureMocks, run_stack
+
+from support import is_secret
 
 
 def test_invalid_environment_registers_nothing(env_copy) -> None:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import nsg_eval as nsg
 import yaml
-from pulumi_harness import SUBSCRIPTION, Registered, StackRun, is_secret
+from pulumi_harness import SUBSCRIPTION, Registered, StackRun
 
 from skyrack import pki
 from skyrack import plan as planmod
+from support import is_secret
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 CONTRACT = ("apiserver_endpoint", "ca_cert_pem", "ca_cert_hash", "bootstrap_token", "admin_kubeconfig",

@@ -18,18 +18,8 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 REPO = "file:///srv/kubernetes-debs"
 
 
-def etcd_pki(issued: certs.PlanPki, name: str) -> cloud_init.EtcdPki:
-    server, peer = issued.certs[f"{name}-server"], issued.certs[f"{name}-peer"]
-    return cloud_init.EtcdPki(issued.cas["etcd"].cert_pem, server.cert_pem, server.key_pem, peer.cert_pem, peer.key_pem)
-
-
-def apiserver_pki(issued: certs.PlanPki, name: str) -> cloud_init.ApiServerPki:
-    kube, proxy = issued.cas["kubernetes"], issued.cas["front-proxy"]
-    serving, client = issued.certs[f"{name}-serving"], issued.certs[f"{name}-etcd-client"]
-    return cloud_init.ApiServerPki(kube.cert_pem, kube.key_pem, proxy.cert_pem, proxy.key_pem,
-                                   issued.service_account.key_pem, issued.service_account.cert_pem,
-                                   serving.cert_pem, serving.key_pem, issued.cas["etcd"].cert_pem,
-                                   client.cert_pem, client.key_pem, issued.bootstrap_token, issued.ca_cert_hash)
+etcd_pki = cloud_init.EtcdPki.issued
+apiserver_pki = cloud_init.ApiServerPki.issued
 
 
 @pytest.fixture(scope="module")

@@ -13,18 +13,12 @@ import pytest
 from pulumi_harness import StackRun
 
 from skyrack import userdata_check
-from support import need
 
 
 @pytest.fixture(scope="module")
-def validate():
-    try:
-        userdata_check.cloud_init_root()
-    except userdata_check.CloudInitUnavailable as exc:
-        need(str(exc))
-
+def validate(userdata_checker):
     def check(name: str, text: str) -> None:
-        result = userdata_check.check(name, text)
+        result = userdata_checker.check(name, text)
         assert result.ok, f"{name}: {result.problems}"
 
     return check

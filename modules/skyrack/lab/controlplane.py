@@ -70,17 +70,11 @@ def client_tls_dir(plan: Plan, paths: Paths) -> Path:
 
 
 def etcd_pki(pp: certs.PlanPki, member: Member) -> cloud_init.EtcdPki:
-    server, peer = pp.certs[f"{member.name}-server"], pp.certs[f"{member.name}-peer"]
-    return cloud_init.EtcdPki(pp.cas["etcd"].cert_pem, server.cert_pem, server.key_pem, peer.cert_pem, peer.key_pem)
+    return cloud_init.EtcdPki.issued(pp, member.name)
 
 
 def apiserver_pki(pp: certs.PlanPki, member: Member) -> cloud_init.ApiServerPki:
-    kube, proxy = pp.cas["kubernetes"], pp.cas["front-proxy"]
-    serving, client = pp.certs[f"{member.name}-serving"], pp.certs[f"{member.name}-etcd-client"]
-    return cloud_init.ApiServerPki(
-        kube.cert_pem, kube.key_pem, proxy.cert_pem, proxy.key_pem, pp.service_account.key_pem,
-        pp.service_account.cert_pem, serving.cert_pem, serving.key_pem, pp.cas["etcd"].cert_pem,
-        client.cert_pem, client.key_pem, pp.bootstrap_token, pp.ca_cert_hash)
+    return cloud_init.ApiServerPki.issued(pp, member.name)
 
 
 def user_data(plan: Plan, pp: certs.PlanPki, kubernetes_repo: str | None) -> dict[str, str]:

@@ -17,11 +17,14 @@ concrete PEM strings (no Pulumi outputs), so both callers share every line.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..kube.scheduling import scheduler_config_yaml
 from ..plan import Member, Plan, PoolPlan
 from . import render
+
+if TYPE_CHECKING:
+    from ..certs import PlanPki
 
 ETCD_PKI = "/etc/skyrack/etcd/pki"
 ETCD_DATA = "/var/lib/etcd"
@@ -39,6 +42,12 @@ class EtcdPki:
     peer_cert: str
     peer_key: str
 
+    @classmethod
+    def issued(cls, pp: PlanPki, name: str) -> EtcdPki:
+        """An etcd member's material from the plan's issued certificates (skyrack.certs)."""
+        server, peer = pp.certs[f"{name}-server"], pp.certs[f"{name}-peer"]
+        return cls(pp.cas["etcd"].cert_pem, server.cert_pem, server.key_pem, peer.cert_pem, peer.key_pem)
+
 
 @dataclass(frozen=True)
 class ApiServerPki:
@@ -55,6 +64,15 @@ class ApiServerPki:
     etcd_client_key: str
     bootstrap_token: str
     ca_cert_hash: str
+
+    @classmethod
+    def issued(cls, pp: PlanPki, name: str) -> ApiServerPki:
+        """An API server's material from the plan's issued certificates (skyrack.certs)."""
+        kube, proxy = pp.cas["kubernetes"], pp.cas["front-proxy"]
+        serving, client = pp.certs[f"{name}-serving"], pp.certs[f"{name}-etcd-client"]
+        return cls(kube.cert_pem, kube.key_pem, proxy.cert_pem, proxy.key_pem, pp.service_account.key_pem,
+                   pp.service_account.cert_pem, serving.cert_pem, serving.key_pem, pp.cas["etcd"].cert_pem,
+                   client.cert_pem, client.key_pem, pp.bootstrap_token, pp.ca_cert_hash)
 
 
 @dataclass(frozen=True)
