@@ -48,12 +48,21 @@ def fail(problems: list[Problem], as_json: bool = False) -> typer.Exit:
     return typer.Exit(1)
 
 
-def guarded(fn: Callable[[], T], as_json: bool = False) -> T:
-    """Run fn; turn InputError into the standard report and exit 1."""
+def guarded(fn: Callable[[], T], as_json: bool = False, errors: tuple[type[Exception], ...] = ()) -> T:
+    """Run fn; report InputError (file: field: message) or one of `errors` (a run that went wrong)
+    without a traceback, and exit 1."""
     try:
         return fn()
     except InputError as exc:
         raise fail(exc.problems, as_json) from None
+    except typer.Exit:
+        raise  # click's Exit is a RuntimeError: never report it as a failure of its own
+    except errors as exc:
+        if as_json:
+            dump_json({"ok": False, "error": str(exc)})
+        else:
+            err.print(f"[red]error[/red] {exc}")
+        raise typer.Exit(1) from None
 
 
 def dump_json(data: Any) -> None:

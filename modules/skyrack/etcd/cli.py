@@ -30,14 +30,7 @@ BlobOpt = Annotated[str | None, typer.Option(
 
 
 def _run(fn, as_json: bool = False):
-    try:
-        return guarded(fn, as_json)
-    except (EtcdError, RemoteError, AzureError, ValueError, RuntimeError) as exc:
-        if as_json:
-            dump_json({"ok": False, "error": str(exc)})
-        else:
-            err.print(f"[red]error[/red] {exc}")
-        raise typer.Exit(1) from None
+    return guarded(fn, as_json, (EtcdError, RemoteError, AzureError, ValueError, RuntimeError))
 
 
 def target(path: Path, pki_dir: Path | None, ssh_config: Path | None, blob: str | None) -> ops.Target:

@@ -16,11 +16,7 @@ app = typer.Typer(help="The local lab: every host of a lab environment as a syst
 
 
 def _run(fn, as_json: bool = False):
-    try:
-        return guarded(fn, as_json)
-    except lifecycle.LabError as exc:
-        err.print(f"[red]error[/red] {exc}")
-        raise typer.Exit(1) from None
+    return guarded(fn, as_json, (lifecycle.LabError,))
 
 
 def read_seeds(seed_dir: Path | None) -> dict[str, str]:
