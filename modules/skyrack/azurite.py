@@ -9,16 +9,15 @@ ever listens on a loopback or lab-host address given by the caller, keeps its bl
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import daemon
 
 TOOLS = Path(__file__).resolve().parents[2] / "scripts" / "npm-tools"
 BIN = Path(os.environ.get("SKYRACK_AZURITE", TOOLS / "node_modules" / ".bin" / "azurite-blob"))
 PORT = 10000
+MARKER = "azurite"  # in its command line: how a PID is known to be Azurite
 ACCOUNT = "devstoreaccount1"
 # The well-known key of Azurite's development account (https://learn.microsoft.com/azure/storage/common/storage-use-azurite).
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -53,12 +52,7 @@ def installed() -> bool:
 
 
 def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        return b"azurite" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+    return daemon.alive(pid, MARKER)
 
 
 def start(host: str, port: int, location: Path, log: Path, timeout: float = 30) -> Azurite:
@@ -66,35 +60,11 @@ def start(host: str, port: int, location: Path, log: Path, timeout: float = 30) 
     if not installed():
         raise AzuriteError(f"azurite is not installed ({BIN}); `./dev setup` installs it")
     location.mkdir(parents=True, exist_ok=True)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        proc = subprocess.Popen([str(BIN), "--blobHost", host, "--blobPort", str(port), "--location", str(location),
-                                 "--skipApiVersionCheck", "--loose", "--silent"],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AzuriteError(f"azurite exited at start (code {proc.returncode}); see {log}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return Azurite(host, port, proc.pid)
-        except OSError:
-            time.sleep(0.2)
-    stop(proc.pid)
-    raise AzuriteError(f"azurite did not listen on {host}:{port} within {timeout:.0f} s; see {log}")
+    pid = daemon.start([str(BIN), "--blobHost", host, "--blobPort", str(port), "--location", str(location),
+                        "--skipApiVersionCheck", "--loose", "--silent"],
+                       name="azurite", listen=(host, port), log=log, timeout=timeout, error=AzuriteError)
+    return Azurite(host, port, pid)
 
 
 def stop(pid: int | None, timeout: float = 10) -> None:
-    if not alive(pid):
-        return
-    assert pid is not None
-    os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.1)
-    if alive(pid):
-        os.killpg(pid, signal.SIGKILL)
+    daemon.stop(pid, MARKER, timeout)

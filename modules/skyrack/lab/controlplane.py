@@ -105,21 +105,10 @@ def backups_configured(plan: Plan) -> bool:
     return "backups" in plan.env.model_fields_set
 
 
-def ensure_azurite(plan: Plan, paths: Paths, say=print) -> None:
+def start_azurite(plan: Plan, paths: Paths, say=print) -> int:
     """Run Azurite on the lab host's bridge address (nodes and the host reach it; nothing else does)."""
     assert plan.env.lab is not None
-    pid_file = home(paths) / "azurite.pid"
-    pid = int(pid_file.read_text()) if pid_file.exists() else None
-    if azurite.alive(pid):
-        return
     _private_dir(home(paths))
     a = azurite.start(str(plan.env.lab.host_ip), azurite.PORT, home(paths) / "azurite", paths.log_dir / "azurite.log")
-    pid_file.write_text(f"{a.pid}\n")
     say(f"backup container endpoint (Azurite) on {a.url} (pid {a.pid})")
-
-
-def stop_azurite(paths: Paths) -> None:
-    pid_file = home(paths) / "azurite.pid"
-    if pid_file.exists():
-        azurite.stop(int(pid_file.read_text()))
-        pid_file.unlink()
+    return a.pid

@@ -11,8 +11,6 @@ import ipaddress
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import azurite, daemon
 from .. import plan as planmod
 from ..errors import InputError, Problem
 from . import controlplane, image, network, nodes, ssh
@@ -96,8 +95,8 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     if not proxy_alive(st.proxy_pid):
         st.proxy_pid = start_proxy(paths, lab.proxy_url)
         say(f"apt proxy on {lab.proxy_url} (pid {st.proxy_pid})")
-    if controlplane.backups_configured(lab.plan):
-        controlplane.ensure_azurite(lab.plan, paths, say)
+    if controlplane.backups_configured(lab.plan) and not azurite.alive(st.azurite_pid):
+        st.azurite_pid = controlplane.start_azurite(lab.plan, paths, say)
     save(paths, st)
 
     wanted = {h.name: h for h in lab.hosts()}
@@ -159,36 +158,20 @@ def wait_ready(lab: Lab, hosts: list[Host], timeout: float) -> None:
         raise LabError("; ".join(problems))
 
 
+PROXY_MARKER = "skyrack.lab.proxy"
+
+
 def proxy_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        return b"skyrack.lab.proxy" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+    return daemon.alive(pid, PROXY_MARKER)
 
 
 def start_proxy(paths: Paths, url: str) -> int:
-    listen = url.removeprefix("http://")
-    log = (paths.log_dir / "apt-proxy.log").open("ab")
+    host, port = url.removeprefix("http://").rsplit(":", 1)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "skyrack.lab.proxy", "--listen", listen,
-                             "--cache", str(paths.proxy_cache)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True, env=env)
-    log.close()
-    host, port = listen.rsplit(":", 1)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise LabError(f"the apt proxy exited at start; see {paths.log_dir / 'apt-proxy.log'}")
-        try:
-            import socket
-
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                return proc.pid
-        except OSError:
-            time.sleep(0.1)
-    raise LabError(f"the apt proxy did not start listening on {listen}")
+    return daemon.start([sys.executable, "-m", PROXY_MARKER, "--listen", f"{host}:{port}",
+                         "--cache", str(paths.proxy_cache)],
+                        name="the apt proxy", listen=(host, int(port)), log=paths.log_dir / "apt-proxy.log",
+                        timeout=10, error=LabError, env=env)
 
 
 def stop_host(env_path: Path, name: str) -> None:
@@ -213,11 +196,10 @@ def down(env_path: Path, say: Say = print) -> list[str]:
         with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
             list(pool.map(lambda h: nodes.stop(paths, h, bridge), hosts))
         done += [f"stopped {h.name}" for h in hosts]
-        if proxy_alive(st.proxy_pid):
-            assert st.proxy_pid is not None
-            os.kill(st.proxy_pid, signal.SIGTERM)
+        if daemon.stop(st.proxy_pid, PROXY_MARKER):
             done.append(f"stopped the apt proxy (pid {st.proxy_pid})")
-    controlplane.stop_azurite(paths)
+        if daemon.stop(st.azurite_pid, azurite.MARKER):
+            done.append(f"stopped Azurite (pid {st.azurite_pid})")
     node_root = paths.root / "nodes"
     if node_root.is_dir():
         for d in node_root.iterdir():

@@ -34,6 +34,7 @@ class LabState:
     host_ip: str
     image: str = ""
     proxy_pid: int | None = None
+    azurite_pid: int | None = None  # only when the environment has `backups:`
     rules: list[list[str]] = field(default_factory=list)  # iptables rules added (without -A/-D)
     hosts: dict[str, Host] = field(default_factory=dict)
 
