@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from support import run_cli
 
 COMMANDS = [["validate"], ["plan"], ["inventory"], ["check"], ["join"], ["lab", "up"], ["etcd", "status"],

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from labnet import Keeper
 
 from skyrack import azurite
 from skyrack import plan as planmod
@@ -113,15 +112,13 @@ def bring_up(tmp: Path, name: str, bridge: str, octet: int, count: int, events: 
     path = write_env(tmp, name, bridge, octet, count, events)
     plan = planmod.make(path)
     paths = Paths.for_bridge(bridge)
-    subnet = f"198.18.{octet}.0/24"
     try:
-        with Keeper(bridge, subnet):
-            started = time.monotonic()
-            up = run_cli("etcd", "lab-up", str(path), "--json", timeout=900)
-            took = time.monotonic() - started
-            print(f"\n[{name}] etcd lab-up: {took:.1f} s for {len(plan.members)} control-plane nodes", file=sys.stderr)
-            assert up.returncode == 0, up.stdout + up.stderr
-            yield EtcdLab(path, plan, paths, took)
+        started = time.monotonic()
+        up = run_cli("etcd", "lab-up", str(path), "--json", timeout=900)
+        took = time.monotonic() - started
+        print(f"\n[{name}] etcd lab-up: {took:.1f} s for {len(plan.members)} control-plane nodes", file=sys.stderr)
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield EtcdLab(path, plan, paths, took)
     finally:
         down = run_cli("lab", "down", str(path), timeout=300)
         assert down.returncode == 0, down.stderr

@@ -58,10 +58,6 @@ def summary(plan: Plan) -> str:
             f"Kubernetes {env.kubernetes.version}, tier {env.tier}")
 
 
-def _names(items: list[str], limit: int = 3) -> str:
-    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
 # ----------------------------------------------------------------------------- environment
 
 

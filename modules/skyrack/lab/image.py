@@ -45,11 +45,6 @@ class Image:
     rootfs: Path
     recipe: dict
 
-    @property
-    def size_mb(self) -> int:
-        out = subprocess.run(["du", "-sm", str(self.rootfs)], capture_output=True, text=True, check=False)
-        return int(out.stdout.split()[0]) if out.returncode == 0 else 0
-
 
 def recipe(suite: str) -> dict:
     return {"version": RECIPE_VERSION, "suite": suite, "packages": PACKAGES, "late": LATE_PACKAGES,
