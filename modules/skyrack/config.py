@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import upstream
 from .errors import InputError, Problem, format_path
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -153,6 +154,9 @@ class Mirrors(Strict):
 
     apt_proxy: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")] | None = None
     kubernetes: Annotated[str, Field(pattern=r"^(https?|file)://\S+$")] | None = None
+    # A registry mirror every node pulls through (containerd `hosts.toml`): images keep their
+    # upstream names, the mirror serves `<upstream registry>/<repository>` under its own /v2/.
+    registry: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*[^\s/])?$")] | None = None
 
 
 class Team(Strict):
@@ -471,6 +475,17 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
             out.append((f"onprem.cidrs[{i}]", f"in a lab the racks must live on the lab subnet {subnet}"))
     if env.cloud_pools:
         out.append(("cloud_pools", "a lab has no cloud pools (there is no Azure to scale)"))
+    build = upstream.KUBERNETES_BUILDS.get(env.kubernetes.version)
+    if build is None:
+        out.append(("kubernetes.version", f"{env.kubernetes.version} is not a version the lab builds from source "
+                                          f"(known to build: {upstream.known_versions()})"))
+    else:
+        built = build.images()
+        for fld, image in (("scheduler_plugins", built["scheduler"]), ("coredns", built["coredns"]),
+                           ("pause", built["pause"])):
+            if getattr(env.cluster.versions, fld) != image:
+                out.append((f"cluster.versions.{fld}", f"the lab builds {image} for Kubernetes "
+                                                       f"{env.kubernetes.version}; set that"))
     for _rack, node, where in env.rack_nodes:
         if node.ip == env.lab.host_ip:
             out.append((f"{where}.ip", f"{node.ip} is the lab host's own address on the bridge"))

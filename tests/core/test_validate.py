@@ -190,3 +190,21 @@ def test_json_output_lists_problems(tmp_path: Path) -> None:
 def test_usage_error_exits_2() -> None:
     proc = run_cli("validate", "--no-such-flag")
     assert proc.returncode == 2
+
+
+def test_lab_kubernetes_version_must_be_one_the_lab_builds(tmp_path: Path) -> None:
+    path = write_env(tmp_path, lambda d: d["kubernetes"].update(version="1.32.9"), base="lab")
+    rejects(path, "kubernetes.version: 1.32.9 is not a version the lab builds from source",
+            "known to build: 1.32.13")
+
+
+def test_lab_images_must_be_the_ones_it_builds(tmp_path: Path) -> None:
+    path = write_env(tmp_path, lambda d: d["cluster"]["versions"].update(
+        coredns="registry.k8s.io/coredns/coredns:v1.12.0"), base="lab")
+    rejects(path, "cluster.versions.coredns: the lab builds registry.k8s.io/coredns/coredns:v1.11.3")
+
+
+@pytest.mark.parametrize("url", ["198.18.0.1:5000", "http://", "http://mirror/ v2", "ftp://mirror"])
+def test_registry_mirror_must_be_a_url(tmp_path: Path, url: str) -> None:
+    path = write_env(tmp_path, lambda d: d.setdefault("mirrors", {}).update(registry=url))
+    rejects(path, "mirrors.registry")

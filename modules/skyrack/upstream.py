@@ -1,0 +1,56 @@
+"""Upstream releases that skyrack builds from source for an air-gapped lab, one entry per Kubernetes version.
+
+A real site downloads Kubernetes; the lab cannot, so `skyrack.build` compiles upstream's own
+programs from the Go module proxy and serves them from the lab's own mirrors. A version is
+listed here only once its whole set (Kubernetes, the coscheduling scheduler, CoreDNS, pause)
+is known to build from what the proxy serves; `validate` refuses any other version for a lab
+environment, naming these. Pure data: the core (config validation) and the builder read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KubernetesBuild:
+    version: str  # kubernetes.version, e.g. "1.32.13"
+    go: str  # the `go` line of upstream's go.mod (the wrapper module uses the same)
+    scheduler_plugins: str  # sigs.k8s.io/scheduler-plugins release matching the minor
+    coredns: str  # the CoreDNS release kubeadm of this minor deploys
+    pause: str  # the pause image tag kubeadm of this minor expects
+    # Staging modules the Go module proxy does not serve at v0.<minor>.<patch>: the nearest
+    # earlier patch it serves (a staging module changes little between patches).
+    staging_fallbacks: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def minor(self) -> int:
+        return int(self.version.split(".")[1])
+
+    @property
+    def tag(self) -> str:
+        return f"v{self.version}"
+
+    def images(self, registry: str = "registry.k8s.io") -> dict[str, str]:
+        """The image references a cluster of this version runs, under upstream's registry names."""
+        return {
+            "kube-apiserver": f"{registry}/kube-apiserver:{self.tag}",
+            "kube-controller-manager": f"{registry}/kube-controller-manager:{self.tag}",
+            "kube-proxy": f"{registry}/kube-proxy:{self.tag}",
+            "scheduler": f"{registry}/scheduler-plugins/kube-scheduler:{self.scheduler_plugins}",
+            "coredns": f"{registry}/coredns/coredns:{self.coredns}",
+            "pause": f"{registry}/pause:{self.pause}",
+        }
+
+
+KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
+    b.version: b
+    for b in (
+        KubernetesBuild(version="1.32.13", go="1.23.0", scheduler_plugins="v0.32.7", coredns="v1.11.3", pause="3.10",
+                        staging_fallbacks={"k8s.io/endpointslice": "v0.32.12"}),
+    )
+}
+
+
+def known_versions() -> str:
+    return ", ".join(sorted(KUBERNETES_BUILDS))
