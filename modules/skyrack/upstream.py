@@ -19,6 +19,7 @@ class KubernetesBuild:
     scheduler_plugins: str  # sigs.k8s.io/scheduler-plugins release matching the minor
     coredns: str  # the CoreDNS release kubeadm of this minor deploys
     pause: str  # the pause image tag kubeadm of this minor expects
+    agnhost: str  # test/images/agnhost/VERSION of this Kubernetes (upstream's e2e image)
     # Staging modules the Go module proxy does not serve at v0.<minor>.<patch>: the nearest
     # earlier patch it serves (a staging module changes little between patches).
     staging_fallbacks: dict[str, str] = field(default_factory=dict)
@@ -36,10 +37,12 @@ class KubernetesBuild:
         return {
             "kube-apiserver": f"{registry}/kube-apiserver:{self.tag}",
             "kube-controller-manager": f"{registry}/kube-controller-manager:{self.tag}",
+            "kube-scheduler": f"{registry}/kube-scheduler:{self.tag}",
             "kube-proxy": f"{registry}/kube-proxy:{self.tag}",
             "scheduler": f"{registry}/scheduler-plugins/kube-scheduler:{self.scheduler_plugins}",
             "coredns": f"{registry}/coredns/coredns:{self.coredns}",
             "pause": f"{registry}/pause:{self.pause}",
+            "agnhost": f"{registry}/e2e-test-images/agnhost:{self.agnhost}",
         }
 
 
@@ -47,7 +50,7 @@ KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
     b.version: b
     for b in (
         KubernetesBuild(version="1.32.13", go="1.23.0", scheduler_plugins="v0.32.7", coredns="v1.11.3", pause="3.10",
-                        staging_fallbacks={"k8s.io/endpointslice": "v0.32.12"}),
+                        agnhost="2.53", staging_fallbacks={"k8s.io/endpointslice": "v0.32.12"}),
     )
 }
 
