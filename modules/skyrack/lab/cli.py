@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from .. import build
 from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, out
-from . import lifecycle
+from . import cluster, lifecycle
 
 app = typer.Typer(help="The local lab: every host of a lab environment as a systemd-nspawn node.",
                   no_args_is_help=True)
 
 
 def _run(fn, as_json: bool = False):
-    return guarded(fn, as_json, (lifecycle.LabError,))
+    return guarded(fn, as_json, (lifecycle.LabError, build.BuildError, cluster.ClusterError))
 
 
 def read_seeds(seed_dir: Path | None) -> dict[str, str]:
@@ -68,6 +71,9 @@ def show(path: Path, as_json: bool) -> dict:
     out.print(f"bridge: {'up' if st['bridge'] else 'missing'}; forwarding DROP rules: "
               f"{'in place' if st['rules'] else 'missing'}; apt proxy: {st['apt_proxy'] or 'not running'}")
     out.print(f"ssh: ssh -F {st['ssh_config']} <host>")
+    if st["kubernetes"]:
+        out.print(f"Kubernetes {st['kubernetes']}: registry {st['registry'] or 'not running'}; "
+                  f"kubectl --kubeconfig $(skyrack lab kubeconfig) get nodes")
     return st
 
 
@@ -84,3 +90,94 @@ def stop(host: Annotated[str, typer.Argument(help="Host to power off (`up` boots
     """Power one host off, keeping its disk (to test failures)."""
     _run(lambda: lifecycle.stop_host(path, host))
     out.print(f"{host} stopped")
+
+
+@app.command("build")
+def build_cmd(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
+    """Build (once, cached) what the lab's Kubernetes needs: binaries, apt repository, images; list the cache."""
+    lab = _run(lambda: lifecycle.open_lab(path), as_json)
+    if lab.kubernetes is not None:
+        _run(lambda: build.ensure(lab.kubernetes, lab.cfg.suite, say=lambda m: err.print(f"[bold]build[/bold] {m}")),
+             as_json)
+    entries = build.report()
+    if as_json:
+        dump_json({"ok": True, "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,
+                   "cache": entries})
+        return
+    t = Table("component", "version", "size", "built in", "path", title="build cache", title_justify="left")
+    for e in entries:
+        t.add_row(e["component"], e["version"], f"{e['mib']} MiB", e["built_in"], e["path"])
+    out.print(t)
+
+
+@app.command()
+def kubeconfig(path: EnvArg = DEFAULT_ENV) -> None:
+    """Print the path of the lab cluster's admin kubeconfig (root-only)."""
+    _print_path(path, cluster.kubeconfig_path, "admin kubeconfig")
+
+
+@app.command()
+def outputs(path: EnvArg = DEFAULT_ENV) -> None:
+    """Print the path of the lab's control-plane outputs (the file `skyrack join --outputs` reads)."""
+    _print_path(path, cluster.outputs_path, "outputs file")
+
+
+def _print_path(path: Path, which, what: str) -> None:
+    lab = _run(lambda: lifecycle.open_lab(path))
+    p = which(lab.paths)
+    if not p.exists():
+        err.print(f"[red]error[/red] {path}: the lab has no {what} yet: run `skyrack lab up {path}` "
+                  "(it needs `mirrors.kubernetes`)")
+        raise typer.Exit(1)
+    print(p)
+
+
+@app.command()
+def nodes(
+    path: EnvArg = DEFAULT_ENV,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for every planned worker to be Ready (0: do not wait).")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """The lab cluster's nodes: Ready, team and rack labels, taints (exit 1 if a planned worker is not Ready)."""
+    lab = _run(lambda: lifecycle.open_lab(path), as_json)
+    artifacts = _run(lambda: lifecycle.artifacts(lab), as_json)
+    if wait:
+        _run(lambda: cluster.wait_nodes(lab.plan, lab.paths, artifacts, wait), as_json)
+    st = _run(lambda: cluster.node_status(lab.plan, lab.paths, artifacts), as_json)
+    planned = {n.name for n in lab.plan.nodes}
+    ok = planned <= {n["name"] for n in st if n["ready"]}
+    if as_json:
+        dump_json({"ok": ok, "nodes": st})
+    else:
+        t = Table("node", "ready", "version", "labels", "taints", title=f"lab {lab.plan.env.name}: nodes",
+                  title_justify="left")
+        for n in st:
+            t.add_row(n["name"], "yes" if n["ready"] else "[red]no[/red]", n["version"] or "",
+                      ", ".join(f"{k}={v}" for k, v in n["labels"].items()), ", ".join(n["taints"]))
+        out.print(t)
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def kubectl(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help="The lab's environment file.")]
+            = DEFAULT_ENV) -> None:
+    """Run the lab's own kubectl with its admin kubeconfig: `skyrack lab kubectl [--env FILE] get nodes`."""
+    lab = _run(lambda: lifecycle.open_lab(path))
+    artifacts = _run(lambda: lifecycle.artifacts(lab))
+    binary = str(artifacts.binaries.path("kubectl"))
+    args = [binary, f"--kubeconfig={cluster.kubeconfig_path(lab.paths)}", *kubectl_args(sys.argv, ctx.args)]
+    os.execv(binary, args)  # noqa: S606 - no shell, the arguments as typed
+
+
+def kubectl_args(argv: list[str], parsed: list[str]) -> list[str]:
+    """kubectl's own arguments exactly as typed: click drops a `--`, which `kubectl exec POD -- CMD` needs."""
+    if "kubectl" not in argv:
+        return list(parsed)
+    args = argv[argv.index("kubectl") + 1:]
+    for i, a in enumerate(args):
+        if a == "--env" and i + 1 < len(args):
+            return args[:i] + args[i + 2:]
+        if a.startswith("--env="):
+            return args[:i] + args[i + 1:]
+    return args

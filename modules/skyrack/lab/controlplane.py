@@ -36,7 +36,7 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -53,7 +53,7 @@ def ensure_pki(plan: Plan, paths: Paths) -> certs.PlanPki:
     pp = certs.issue_all(plan)
     client = pki.issue(pp.cas["etcd"], CLIENT_CN, client=True)
     pp.certs["etcd-admin-client"] = client
-    _write_private(store, json.dumps({
+    write_private(store, json.dumps({
         "cas": {k: asdict(v) for k, v in pp.cas.items()}, "certs": {k: asdict(v) for k, v in pp.certs.items()},
         "sa": asdict(pp.service_account), "token": pp.bootstrap_token, "extra": pp.extra}, indent=1))
     return pp
@@ -65,7 +65,7 @@ def client_tls_dir(plan: Plan, paths: Paths) -> Path:
     d = _private_dir(home(paths) / "etcd-client")
     for name, text in (("ca.crt", pp.cas["etcd"].cert_pem), ("client.crt", pp.certs["etcd-admin-client"].cert_pem),
                        ("client.key", pp.certs["etcd-admin-client"].key_pem)):
-        _write_private(d / name, text)
+        write_private(d / name, text)
     return d
 
 
@@ -93,7 +93,7 @@ def write_seeds(plan: Plan, paths: Paths, out: Path | None = None) -> Path:
     """Write `<host>.yaml` user-data (it holds private keys: 0600) for `lab up --seed-dir`; return the directory."""
     d = _private_dir(out or home(paths) / "seeds")
     for host, text in user_data(plan, ensure_pki(plan, paths), plan.env.mirrors.kubernetes).items():
-        _write_private(d / f"{host}.yaml", text)
+        write_private(d / f"{host}.yaml", text)
     return d
 
 

@@ -21,7 +21,7 @@ from ..errors import InputError, Problem
 from . import mirrors
 
 CACHE_DIR = Path(os.environ.get("SKYRACK_LAB_CACHE", "/var/cache/skyrack/lab"))
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 # What every node boots with; the roles install the rest, as on a real rack.
 PACKAGES = ("openssh-server", "python3", "python3-apt", "systemd", "systemd-sysv", "iproute2", "dbus",
             "ca-certificates", "gnupg")
@@ -40,6 +40,44 @@ ssh_genkeytypes: []
 """
 
 
+# The lab node's "hardware" for running containers (../shared/lab-notes.md): nspawn mounts the
+# cgroup v1 controllers read-only and /proc/sys read-only. At boot, before anything else, this
+# remounts the node's own cgroup controllers writable (it has CAP_SYS_ADMIN and no user namespace)
+# and shows kubelet the kernel values it insists on through files bound over /proc/sys inside the
+# node only: the host's own settings are never written.
+NODE_KERNEL_VALUES = {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}
+HOST_SETUP = """\
+#!/bin/sh
+# skyrack lab node: make this container able to run containers (see skyrack/lab/image.py).
+set -eu
+for c in /sys/fs/cgroup/*/; do
+    mount -o remount,bind,rw "$c" 2>/dev/null || true
+done
+d=/run/skyrack-lab/sysctl
+mkdir -p "$d"
+""" + "".join(f"""\
+if [ "$(cat /proc/sys/{k})" != "{v}" ]; then
+    echo {v} > "$d/{k.replace('/', '.')}"
+    mount --bind "$d/{k.replace('/', '.')}" /proc/sys/{k}
+fi
+""" for k, v in NODE_KERNEL_VALUES.items())
+HOST_SETUP_UNIT = """\
+[Unit]
+Description=skyrack lab: let this node run containers (writable cgroups, kubelet's kernel values)
+DefaultDependencies=no
+Before=sysinit.target containerd.service kubelet.service
+ConditionVirtualization=container
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/skyrack-lab-host-setup
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+
 @dataclass(frozen=True)
 class Image:
     rootfs: Path
@@ -48,7 +86,8 @@ class Image:
 
 def recipe(suite: str) -> dict:
     return {"version": RECIPE_VERSION, "suite": suite, "packages": PACKAGES, "late": LATE_PACKAGES,
-            "cloud_cfg": hashlib.sha256(CLOUD_CFG.encode()).hexdigest()[:16]}
+            "cloud_cfg": hashlib.sha256(CLOUD_CFG.encode()).hexdigest()[:16],
+            "host_setup": hashlib.sha256((HOST_SETUP + HOST_SETUP_UNIT).encode()).hexdigest()[:16]}
 
 
 def image_dir(suite: str, cache: Path = CACHE_DIR) -> Path:
@@ -94,6 +133,12 @@ def ensure(suite: str, log: Path, say: Callable[[str], None] = print, cache: Pat
         policy.unlink()
         (root / "etc/cloud/cloud.cfg.d/90_lab.cfg").write_text(CLOUD_CFG)
         _run(["systemctl", f"--root={root}", "enable", "systemd-networkd"], out, "enabling systemd-networkd")
+        script = root / "usr/local/sbin/skyrack-lab-host-setup"
+        script.write_text(HOST_SETUP)
+        script.chmod(0o755)
+        (root / "etc/systemd/system/skyrack-lab-host-setup.service").write_text(HOST_SETUP_UNIT)
+        _run(["systemctl", f"--root={root}", "enable", "skyrack-lab-host-setup.service"], out,
+             "enabling skyrack-lab-host-setup")
     # Identity is per node: nodes.py writes host keys, machine-id, hostname and resolv.conf.
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()

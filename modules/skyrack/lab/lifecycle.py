@@ -7,25 +7,28 @@ are removed. So `up` twice is a no-op and `up` after a crash recovers.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import azurite, daemon
+from .. import azurite, build, daemon, upstream
 from .. import plan as planmod
 from ..errors import InputError, Problem
-from . import controlplane, image, network, nodes, ssh
+from . import cluster, controlplane, image, network, nodes, site, ssh
 from .state import Host, LabState, Paths, load, save
 
-PROXY_PORT = 3142
 TOOLS = ("systemd-nspawn", "debootstrap", "iptables", "ssh", "ssh-keygen", "ip")
+KUBERNETES_TOOLS = ("go", "umoci", "skopeo", "docker-registry", "dpkg-deb", "apt-ftparchive", "gpg", "cc", "setcap")
+# Boot order: etcd before the API servers (kubeadm init needs it), the API servers before the workers.
+STAGES = (("etcd", "etcd-events"), ("apiserver",), ("worker",))
+APISERVER_TIMEOUT = 900  # cloud-init installs Kubernetes and runs kubeadm init
 Say = Callable[[str], None]
 
 
@@ -44,8 +47,19 @@ class Lab:
         return self.plan.env.lab
 
     @property
+    def site(self) -> site.Site:
+        return site.Site(str(self.cfg.host_ip))
+
+    @property
     def proxy_url(self) -> str:
-        return f"http://{self.cfg.host_ip}:{PROXY_PORT}"
+        return self.site.proxy
+
+    @property
+    def kubernetes(self) -> upstream.KubernetesBuild | None:
+        """The Kubernetes this lab builds and runs: only when the environment names a Kubernetes mirror."""
+        if self.plan.env.mirrors.kubernetes is None:
+            return None
+        return upstream.KUBERNETES_BUILDS[self.plan.env.kubernetes.version]
 
     def hosts(self) -> list[Host]:
         return ([Host(m.name, m.ip, m.role) for m in self.plan.members]
@@ -59,42 +73,59 @@ def open_lab(env_path: Path) -> Lab:
         raise InputError([Problem(str(env_path), "lab", "not a lab environment (no `lab:` section); "
                                                         "the lab runs only environments made for this machine")])
     lab = Lab(p, Paths.for_bridge(p.env.lab.bridge))
+    problems = []
     if p.env.mirrors.apt_proxy not in (None, lab.proxy_url):
-        raise InputError([Problem(str(env_path), "mirrors.apt_proxy",
-                                  f"the lab's apt proxy listens on {lab.proxy_url}; set that or leave it out")])
+        problems.append(Problem(str(env_path), "mirrors.apt_proxy",
+                                f"the lab's apt proxy listens on {lab.proxy_url}; set that or leave it out"))
+    if p.env.mirrors.kubernetes is not None:  # validate() made sure the version is one the lab builds
+        b = upstream.KUBERNETES_BUILDS[p.env.kubernetes.version]
+        for fld, url in site.expected_mirrors(lab.site, b).items():
+            if fld != "apt_proxy" and getattr(p.env.mirrors, fld) != url:
+                problems.append(Problem(str(env_path), f"mirrors.{fld}",
+                                        f"the lab serves {'its Kubernetes repository' if fld == 'kubernetes' else 'its registry'}"
+                                        f" at {url}; set that"))
+    elif p.env.mirrors.registry is not None:
+        problems.append(Problem(str(env_path), "mirrors.registry", "the lab fills its registry only when it builds "
+                                                                   "Kubernetes: set mirrors.kubernetes too"))
+    if problems:
+        raise InputError(problems)
     return lab
 
 
-def check_host() -> None:
+def check_host(kubernetes: bool = False) -> None:
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces, mounts, iptables); run it as root")
-    missing = [t for t in TOOLS if shutil.which(t) is None]
+    missing = [t for t in TOOLS + (KUBERNETES_TOOLS if kubernetes else ()) if shutil.which(t) is None]
     if missing:
         raise LabError(f"missing on this host: {', '.join(missing)}; `./dev setup` installs them")
 
 
 def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = print,
        timeout: float = 120) -> LabState:
-    """Start every host of the environment (see the module docstring). `user_data` maps a
-    host name to its cloud-init user-data (NoCloud seed), read on the node's first boot."""
+    """Start every host of the environment (see the module docstring).
+
+    Control-plane members boot with the user-data their Azure VMs get (`controlplane.user_data`);
+    `user_data` overrides it per host (`lab up --seed-dir`). A node that already booted with other
+    user-data is re-seeded and rebooted, so cloud-init runs the new one. With `mirrors.kubernetes`
+    set, Kubernetes is built (once, cached) and served from the lab's mirrors first, the cluster
+    layer is applied once the API servers answer, and the join's outputs file is written."""
     lab = open_lab(env_path)
     unknown = sorted(set(user_data or {}) - {h.name for h in lab.hosts()})
     if unknown:
         raise InputError([Problem(str(env_path), "", f"cloud-init user-data for hosts not in this lab: "
                                                      f"{', '.join(unknown)}")])
-    check_host()
+    check_host(kubernetes=lab.kubernetes is not None)
     cfg, paths = lab.cfg, lab.paths
     st = load(paths) or LabState(env=lab.plan.env.name, source=str(env_path), bridge=cfg.bridge,
                                  subnet=str(cfg.subnet), host_ip=str(cfg.host_ip))
     st.env, st.source = lab.plan.env.name, str(env_path)
     paths.log_dir.mkdir(parents=True, exist_ok=True)
+    artifacts = _build(lab, say)
     img = image.ensure(cfg.suite, paths.log_dir / "image.log", say)
     st.image = str(img.rootfs)
     network.ensure_bridge(cfg.bridge, str(cfg.host_ip), str(cfg.subnet))
     st.rules = network.ensure_rules(cfg.bridge, str(cfg.subnet))
-    if not proxy_alive(st.proxy_pid):
-        st.proxy_pid = start_proxy(paths, lab.proxy_url)
-        say(f"apt proxy on {lab.proxy_url} (pid {st.proxy_pid})")
+    _start_site(lab, st, artifacts, say)
     if controlplane.backups_configured(lab.plan) and not azurite.alive(st.azurite_pid):
         st.azurite_pid = controlplane.start_azurite(lab.plan, paths, say)
     save(paths, st)
@@ -105,37 +136,118 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
         nodes.stop(paths, st.hosts[name], cfg.bridge)
         nodes.remove(paths, name)
         del st.hosts[name]
+    seeds = {**controlplane.user_data(lab.plan, controlplane.ensure_pki(lab.plan, paths), lab.plan.env.mirrors.kubernetes),
+             **(user_data or {})}
     pub = ssh.ensure_key(paths)
-    prefix = ipaddress.IPv4Network(cfg.subnet).prefixlen
-    started: list[Host] = []
-    for name, want in wanted.items():
-        host = st.hosts.get(name)
-        if host is not None and nodes.alive(host, cfg.bridge):
-            continue
-        if host is not None:  # crashed or stopped: clear what is left of it before booting again
-            nodes.stop(paths, host, cfg.bridge)
-        host = Host(want.name, want.ip, want.role)
-        root = nodes.mount(paths, name, img.rootfs)
-        stamp = paths.node_dir(name) / "personalised"
-        if not stamp.exists():
-            nodes.personalise(root, host, str(cfg.host_ip), prefix, lab.proxy_url, pub,
-                              (user_data or {}).get(name))
-            stamp.touch()
-        host.pid = nodes.start(paths, host, cfg.bridge)
-        st.hosts[name] = host
-        started.append(host)
+    for roles in STAGES:
+        stage = [h for h in wanted.values() if h.role in roles]
+        started = [h for h in stage if _boot(lab, st, img.rootfs, h, seeds.get(h.name), pub)]
+        ssh.write(paths, list(st.hosts.values()),
+                  {n: nodes.host_keys(nodes.merged(paths, n)) for n in st.hosts})
         save(paths, st)
-    ssh.write(paths, list(st.hosts.values()),
-              {n: nodes.host_keys(nodes.merged(paths, n)) for n in st.hosts})
-    if started:
-        say(f"booting {len(started)} node(s): {', '.join(h.name for h in started)}")
-        wait_ready(lab, started, timeout)
+        if started:
+            say(f"booting {len(started)} node(s): {', '.join(h.name for h in started)}")
+            wait_ready(lab, started, APISERVER_TIMEOUT if "apiserver" in roles else timeout,
+                       rerun=lab.kubernetes is not None)
+        if "apiserver" in roles and artifacts is not None and stage:
+            for h in stage:
+                rerun_bootstrap(lab, h, say)
+            cluster.converge(lab.plan, paths, artifacts, say)
     save(paths, st)
     return st
 
 
-def wait_ready(lab: Lab, hosts: list[Host], timeout: float) -> None:
-    """Wait for SSH (with the host key checked) and for cloud-init to finish on each host."""
+def _build(lab: Lab, say: Say) -> build.Artifacts | None:
+    if lab.kubernetes is None:
+        return None
+    try:
+        return build.ensure(lab.kubernetes, lab.cfg.suite, say)
+    except build.BuildError as exc:
+        raise LabError(str(exc)) from None
+
+
+def artifacts(lab: Lab) -> build.Artifacts:
+    """The lab's built Kubernetes (from the cache after the first `lab up`); LabError without one."""
+    if lab.kubernetes is None:
+        raise LabError(f"{lab.plan.source}: this lab runs no Kubernetes (mirrors.kubernetes is not set)")
+    found = _build(lab, lambda _m: None)
+    assert found is not None
+    return found
+
+
+def _start_site(lab: Lab, st: LabState, artifacts: build.Artifacts | None, say: Say) -> None:
+    """The site's mirrors on the lab host: the apt proxy (and the Kubernetes repository), the registry."""
+    served = {} if artifacts is None else {build.debs.repo_path(artifacts.build): artifacts.apt_repo}
+    if st.proxy_pid and site.proxy_alive(st.proxy_pid) and st.proxy_serves != {k: str(v) for k, v in served.items()}:
+        daemon.stop(st.proxy_pid, site.PROXY_MARKER)  # serving another build: restart it
+    try:
+        if not site.proxy_alive(st.proxy_pid):
+            st.proxy_pid = site.start_proxy(lab.paths, lab.site, served)
+            st.proxy_serves = {k: str(v) for k, v in served.items()}
+            say(f"apt proxy on {lab.proxy_url} (pid {st.proxy_pid})"
+                + (f", serving {lab.plan.env.mirrors.kubernetes}" if served else ""))
+        if artifacts is not None:
+            if not site.registry_alive(st.registry_pid):
+                st.registry_pid = site.start_registry(lab.paths, lab.site)
+                say(f"registry on {lab.site.registry} (pid {st.registry_pid})")
+            pushed = site.fill_registry(lab.paths, lab.site, artifacts)
+            say(f"registry holds {len(pushed)} images ({', '.join(r.rsplit('/', 1)[1] for r in pushed)})")
+    except site.SiteError as exc:
+        raise LabError(str(exc)) from None
+
+
+def _seed_id(user_data: str | None) -> str:
+    return hashlib.sha256((user_data or nodes.EMPTY_USER_DATA).encode()).hexdigest()[:12]
+
+
+def _boot(lab: Lab, st: LabState, rootfs: Path, want: Host, user_data: str | None, pub: str) -> bool:
+    """Make sure host `want` runs with `user_data`; True if it was (re)started."""
+    paths, cfg = lab.paths, lab.cfg
+    host = st.hosts.get(want.name)
+    seed_file = paths.node_dir(want.name) / "seed-id"
+    seed_id = _seed_id(user_data)
+    reseed = seed_file.exists() and seed_file.read_text() != seed_id
+    if host is not None and nodes.alive(host, cfg.bridge) and not reseed:
+        return False
+    if host is not None:  # crashed, stopped, or booted with other user-data: clear what is left before booting
+        nodes.stop(paths, host, cfg.bridge)
+    host = Host(want.name, want.ip, want.role)
+    root = nodes.mount(paths, want.name, rootfs)
+    stamp = paths.node_dir(want.name) / "personalised"
+    if not stamp.exists():
+        prefix = ipaddress.IPv4Network(cfg.subnet).prefixlen
+        nodes.personalise(root, host, str(cfg.host_ip), prefix, lab.proxy_url, pub, user_data, seed_id)
+        stamp.touch()
+    elif reseed:
+        nodes.seed(root, want.name, user_data, seed_id)
+    seed_file.write_text(seed_id)
+    host.pid = nodes.start(paths, host, cfg.bridge)
+    st.hosts[want.name] = host
+    save(paths, st)
+    return True
+
+
+BOOTSTRAP = "/usr/local/sbin/skyrack-kubeadm"  # the API servers' bootstrap (render/cloud_init.py)
+BOOTSTRAP_DONE = "/var/lib/skyrack/kubeadm-init.done"
+
+
+def rerun_bootstrap(lab: Lab, host: Host, say: Say) -> None:
+    """An API server whose first boot did not finish `kubeadm init` gets its bootstrap run again:
+    the documented repair of a failed first boot (docs/azure.md), here over the lab's SSH."""
+    if ssh.run(lab.paths, host.name, f"test -e {BOOTSTRAP_DONE}", timeout=30).returncode == 0:
+        return
+    log = lab.paths.log_dir / f"{host.name}-bootstrap.log"
+    say(f"{host.name}: its bootstrap did not finish; running {BOOTSTRAP} again (log {log})")
+    r = ssh.run(lab.paths, host.name, f"{BOOTSTRAP} 2>&1", timeout=APISERVER_TIMEOUT)
+    log.write_text(r.stdout + r.stderr)
+    if r.returncode != 0:
+        tail = " / ".join(r.stdout.strip().splitlines()[-3:])
+        raise LabError(f"{host.name}: {BOOTSTRAP} failed (exit {r.returncode}): {tail}; full log {log}")
+
+
+def wait_ready(lab: Lab, hosts: list[Host], timeout: float, rerun: bool = False) -> None:
+    """Wait for SSH (with the host key checked) and for cloud-init to finish on each host.
+    `rerun`: an API server whose cloud-init failed is not an error yet (its bootstrap runs again)."""
     deadline = time.monotonic() + timeout
 
     def ready(h: Host) -> str | None:
@@ -145,6 +257,8 @@ def wait_ready(lab: Lab, hosts: list[Host], timeout: float) -> None:
             r = ssh.run(lab.paths, h.name, "cat /run/cloud-init/result.json 2>/dev/null", timeout=10)
             if r.returncode == 0 and r.stdout.strip():
                 errors = json.loads(r.stdout).get("v1", {}).get("errors", [])
+                if errors and rerun and h.role == "apiserver":
+                    return None
                 return f"{h.name}: cloud-init finished with errors: {errors}" if errors else None
             if r.returncode == 255:  # ssh itself failed, e.g. a host key mismatch: do not retry blindly
                 if "Host key verification failed" in r.stderr:
@@ -156,22 +270,6 @@ def wait_ready(lab: Lab, hosts: list[Host], timeout: float) -> None:
         problems = [p for p in pool.map(ready, hosts) if p]
     if problems:
         raise LabError("; ".join(problems))
-
-
-PROXY_MARKER = "skyrack.lab.proxy"
-
-
-def proxy_alive(pid: int | None) -> bool:
-    return daemon.alive(pid, PROXY_MARKER)
-
-
-def start_proxy(paths: Paths, url: str) -> int:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return daemon.start([sys.executable, "-m", PROXY_MARKER, "--listen", f"{host}:{port}",
-                         "--cache", str(paths.proxy_cache)],
-                        name="the apt proxy", listen=(host, int(port)), log=paths.log_dir / "apt-proxy.log",
-                        timeout=10, error=LabError, env=env)
 
 
 def stop_host(env_path: Path, name: str) -> None:
@@ -196,8 +294,10 @@ def down(env_path: Path, say: Say = print) -> list[str]:
         with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
             list(pool.map(lambda h: nodes.stop(paths, h, bridge), hosts))
         done += [f"stopped {h.name}" for h in hosts]
-        if daemon.stop(st.proxy_pid, PROXY_MARKER):
+        if daemon.stop(st.proxy_pid, site.PROXY_MARKER):
             done.append(f"stopped the apt proxy (pid {st.proxy_pid})")
+        if daemon.stop(st.registry_pid, site.REGISTRY_MARKER):
+            done.append(f"stopped the registry (pid {st.registry_pid})")
         if daemon.stop(st.azurite_pid, azurite.MARKER):
             done.append(f"stopped Azurite (pid {st.azurite_pid})")
     node_root = paths.root / "nodes"
@@ -238,7 +338,10 @@ def status(env_path: Path) -> dict:
         "up": st is not None,
         "bridge": network.bridge_exists(lab.cfg.bridge),
         "rules": bool(st) and network.rules_present(network.forward_rules(lab.cfg.bridge, str(lab.cfg.subnet))),
-        "apt_proxy": lab.proxy_url if st and proxy_alive(st.proxy_pid) else None,
+        "apt_proxy": lab.proxy_url if st and site.proxy_alive(st.proxy_pid) else None,
+        "registry": lab.site.registry if st and site.registry_alive(st.registry_pid) else None,
+        "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,
+        "builds": build.report(),
         "ssh_config": str(lab.paths.ssh_config) if st else None,
         "hosts": hosts,
     }

@@ -4,7 +4,8 @@ A node's disk is an overlay (the shared image below, the node's own `upper/` abo
 it survives a stop and start like a real disk; `remove` deletes it. Identity the image
 must not share (SSH host keys, machine-id, hostname, resolv.conf) is written into the
 overlay before the first boot, with the static address of `host0` and the NoCloud seed
-cloud-init reads at boot. `/data` is a bind mount: the node's local data disk.
+cloud-init reads at boot. `/data` is a bind mount: the node's local data disk; so is
+`/var/lib/containerd` (overlayfs cannot stack containerd's snapshots on the node's overlay).
 """
 
 from __future__ import annotations
@@ -19,8 +20,15 @@ from pathlib import Path
 
 from .state import Host, Paths
 
-CGROUP_ROOTS = (Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup/unified"))
+CGROUP_FS = Path("/sys/fs/cgroup")
 EMPTY_USER_DATA = "#cloud-config\n{}\n"
+# What a node needs to run containers itself (kubelet, containerd, runc): see ../shared/lab-notes.md.
+CONTAINER_HOST_FLAGS = (
+    # `passive` leaves the console pty unread: a slow boot job then blocks PID 1 on its status line
+    "--console=read-only",
+    "--system-call-filter=@keyring",  # runc creates a session keyring; nspawn's filter blocks keyctl
+    "--bind=/dev/kmsg", "--capability=CAP_SYSLOG",  # kubelet's OOM watcher reads the kernel log
+)
 
 
 def merged(paths: Paths, name: str) -> Path:
@@ -35,7 +43,7 @@ def is_mounted(path: Path) -> bool:
 
 def mount(paths: Paths, name: str, image_rootfs: Path) -> Path:
     d = paths.node_dir(name)
-    for sub in ("upper", "work", "rootfs", "data"):
+    for sub in ("upper", "work", "rootfs", "data", "containerd"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     target = merged(paths, name)
     if not is_mounted(target):
@@ -52,7 +60,7 @@ def unmount(paths: Paths, name: str) -> None:
 
 
 def personalise(root: Path, host: Host, host_ip: str, prefix: int, apt_proxy: str, authorized_key: str,
-                user_data: str | None) -> None:
+                user_data: str | None, seed_id: str = "0") -> None:
     """Write the node's identity and boot-time configuration (first boot only)."""
     etc = root / "etc"
     subprocess.run(["ssh-keygen", "-A", "-f", str(root)], check=True, capture_output=True)
@@ -61,7 +69,9 @@ def personalise(root: Path, host: Host, host_ip: str, prefix: int, apt_proxy: st
     (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {host.name}\n")
     machine_id = subprocess.run(["systemd-id128", "new"], check=True, capture_output=True, text=True).stdout
     (etc / "machine-id").write_text(machine_id)
-    (etc / "resolv.conf").write_text("")  # the host's resolver is not reachable from a node
+    # The site's resolver would be here; the lab host runs none (nothing listens on its port 53), so a
+    # name outside the cluster fails at once. The host's own resolver is never given to a node.
+    (etc / "resolv.conf").write_text(f"# skyrack lab: the lab host; it serves no DNS (air-gapped)\nnameserver {host_ip}\n")
     (etc / "systemd/network").mkdir(parents=True, exist_ok=True)
     # Same name as systemd's own DHCP default for containers, which this replaces.
     (etc / "systemd/network/80-container-host0.network").write_text(
@@ -77,15 +87,22 @@ def personalise(root: Path, host: Host, host_ip: str, prefix: int, apt_proxy: st
     ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
     (ssh / "authorized_keys").write_text(authorized_key)
     (ssh / "authorized_keys").chmod(0o600)
-    seed(root, host.name, user_data)
+    seed(root, host.name, user_data, seed_id)
 
 
-def seed(root: Path, name: str, user_data: str | None) -> None:
-    """The NoCloud seed: the given user-data, or an empty config that finishes cleanly."""
+def seed(root: Path, name: str, user_data: str | None, seed_id: str = "0") -> None:
+    """The NoCloud seed: the given user-data, or an empty config that finishes cleanly.
+
+    The instance-id carries `seed_id` (a hash of the user-data): cloud-init runs once per
+    instance, so a node re-seeded with other user-data runs it on its next boot, and one
+    rebooted with the same seed does not run it again. It may hold private keys: 0600."""
     d = root / "var/lib/cloud/seed/nocloud"
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "meta-data").write_text(f"instance-id: skyrack-lab-{name}\nlocal-hostname: {name}\n")
-    (d / "user-data").write_text(user_data if user_data is not None else EMPTY_USER_DATA)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (d / "meta-data").write_text(f"instance-id: skyrack-lab-{name}-{seed_id}\nlocal-hostname: {name}\n")
+    fd = os.open(d / "user-data", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(user_data if user_data is not None else EMPTY_USER_DATA)
+    os.chmod(d / "user-data", 0o600)
 
 
 def host_keys(root: Path) -> list[str]:
@@ -99,7 +116,27 @@ def machine(bridge: str, name: str) -> str:
 
 
 def cgroup_dirs(lab: str, name: str) -> list[Path]:
-    return [r / f"skyrack-lab-{lab}" / name for r in CGROUP_ROOTS if r.is_dir()]
+    """The node's own cgroup in every hierarchy the host mounts (cgroup v1 controllers, systemd, unified).
+
+    kubelet and runc inside the node create cgroups below it, so each controller must see the
+    node in a group of its own, not in the host's root or the launching shell's group.
+    """
+    if not CGROUP_FS.is_dir():
+        return []
+    if (CGROUP_FS / "cgroup.controllers").exists():  # a pure cgroup v2 host: one hierarchy
+        return [CGROUP_FS / f"skyrack-lab-{lab}" / name]
+    return [h / f"skyrack-lab-{lab}" / name for h in sorted(CGROUP_FS.iterdir())
+            if h.is_dir() and not h.is_symlink() and (h / "cgroup.procs").exists()]
+
+
+def _make_cgroup(group: Path) -> None:
+    """mkdir the group (and the lab's parent); a cpuset group needs cpus and mems before a task can join."""
+    for d in (group.parent, group):
+        d.mkdir(exist_ok=True)
+        for knob in ("cpuset.cpus", "cpuset.mems"):
+            mine, parent = d / knob, d.parent / knob
+            if mine.exists() and not mine.read_text().strip():
+                mine.write_text(parent.read_text())
 
 
 def start(paths: Paths, host: Host, bridge: str) -> int:
@@ -107,7 +144,7 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
     root = merged(paths, host.name)
     groups = cgroup_dirs(bridge, host.name)
     for g in groups:
-        g.mkdir(parents=True, exist_ok=True)
+        _make_cgroup(g)
 
     def enter_cgroups() -> None:  # runs in the child between fork and exec
         for g in groups:
@@ -116,7 +153,9 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
     paths.log_dir.mkdir(parents=True, exist_ok=True)
     log = (paths.log_dir / f"{host.name}.log").open("ab")
     cmd = ["systemd-nspawn", "-D", str(root), "--boot", "--register=no", "--keep-unit", f"--network-bridge={bridge}",
-           "-M", machine(bridge, host.name), "--console=passive", f"--bind={paths.node_dir(host.name) / 'data'}:/data"]
+           "-M", machine(bridge, host.name), *CONTAINER_HOST_FLAGS, f"--bind={paths.node_dir(host.name) / 'data'}:/data",
+           # containerd's overlay snapshots cannot live on the node's own overlay root: a disk of their own
+           f"--bind={paths.node_dir(host.name) / 'containerd'}:/var/lib/containerd"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             preexec_fn=enter_cgroups)
     log.close()

@@ -4,7 +4,11 @@ A plain HTTP forward proxy (no CONNECT) that serves only GET/HEAD for the hosts 
 machine's own apt sources (`mirrors.sources()`); anything else gets 403. Files under
 `/pool/` never change once published, so they are cached on disk and served locally on
 the next request: the second node (or the re-run after `lab down`) installs without
-downloading. Run it as ``python -m skyrack.lab.proxy --listen IP:PORT --cache DIR``.
+downloading. It also serves the lab's own repositories (`--serve /PREFIX/=DIR`, the
+Kubernetes apt repository built by skyrack.build): as an origin server for a plain GET
+(curl fetching `Release.key`) and as a proxy for its own address (apt, whose every request
+goes through the proxy). Run it as
+``python -m skyrack.lab.proxy --listen IP:PORT --cache DIR [--serve /PREFIX/=DIR ...]``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     allowed: frozenset[str] = frozenset()
     cache: Path = Path()
+    own: frozenset[str] = frozenset()  # this proxy's own host:port
+    served: tuple[tuple[str, Path], ...] = ()  # (/prefix/, directory) of local repositories
 
     def do_CONNECT(self) -> None:
         self.send_error(405, "CONNECT is not allowed: this proxy forwards plain HTTP to Debian mirrors only")
@@ -41,6 +47,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
+        if (not url.scheme and self.path.startswith("/")) or url.netloc in self.own:
+            self._serve_local(url.path)
+            return
         if url.scheme != "http" or url.netloc not in self.allowed:
             self.send_error(403, f"{url.netloc or self.path} is not one of this host's Debian mirrors")
             return
@@ -54,6 +63,20 @@ class Handler(BaseHTTPRequestHandler):
         except OSError as exc:
             if not self.wfile.closed:
                 self.send_error(502, f"upstream {url.netloc}: {exc}")
+
+    def _serve_local(self, path: str) -> None:
+        """A file of a served repository; nothing outside it (no listing, no `..`)."""
+        for prefix, root in self.served:
+            if path.startswith(prefix):
+                rel = Path(path[len(prefix):].lstrip("/"))
+                if ".." in rel.parts or rel.is_absolute():
+                    break
+                file = root / rel
+                if file.is_file():
+                    self._send_file(file)
+                    return
+                break
+        self.send_error(404, f"{path} is not a file of this lab's repositories")
 
     def _send_file(self, path: Path) -> None:
         self.send_response(200)
@@ -101,11 +124,13 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
 
-def serve(listen: str, cache: Path, allowed: set[str]) -> None:
+def serve(listen: str, cache: Path, allowed: set[str], served: dict[str, Path] | None = None) -> None:
     host, _, port = listen.rpartition(":")
     cache.mkdir(parents=True, exist_ok=True)
     Handler.allowed = frozenset(allowed)
     Handler.cache = cache
+    Handler.own = frozenset({listen})
+    Handler.served = tuple((p, d) for p, d in (served or {}).items())
     server = ThreadingHTTPServer((host, int(port)), Handler)
     server.daemon_threads = True
     sys.stderr.write(f"listening on {listen}, forwarding to {', '.join(sorted(allowed))}\n")
@@ -117,11 +142,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--listen", required=True, help="IP:PORT (the lab bridge's address)")
     ap.add_argument("--cache", type=Path, required=True, help="directory for cached /pool/ files")
+    ap.add_argument("--serve", action="append", default=[], metavar="/PREFIX/=DIR",
+                    help="serve the files of DIR under the URL path /PREFIX/ (repeatable)")
     args = ap.parse_args()
     allowed = {s.host for s in mirrors.sources()}
     if not allowed:
         sys.exit("no HTTP Debian sources in this host's apt configuration")
-    serve(args.listen, args.cache, allowed)
+    served = {}
+    for item in args.serve:
+        prefix, sep, directory = item.partition("=")
+        if not sep or not prefix.startswith("/") or not prefix.endswith("/") or not Path(directory).is_dir():
+            sys.exit(f"--serve {item!r}: expected /PREFIX/=DIR with an existing directory")
+        served[prefix] = Path(directory)
+    serve(args.listen, args.cache, allowed, served)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ class LabState:
     host_ip: str
     image: str = ""
     proxy_pid: int | None = None
+    proxy_serves: dict[str, str] = field(default_factory=dict)  # URL prefix -> directory (the Kubernetes repo)
+    registry_pid: int | None = None  # only when the lab builds Kubernetes
     azurite_pid: int | None = None  # only when the environment has `backups:`
     rules: list[list[str]] = field(default_factory=list)  # iptables rules added (without -A/-D)
     hosts: dict[str, Host] = field(default_factory=dict)

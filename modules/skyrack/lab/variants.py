@@ -17,10 +17,13 @@ BASE_PREFIX = "198.18.0."
 
 
 def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int | None = None,
-         etcd: int | None = None) -> Path:
-    """Write `<dest_dir>/lab.yaml` (+ lock) and return its path."""
+         etcd: int | None = None, kubernetes: bool = True) -> Path:
+    """Write `<dest_dir>/lab.yaml` (+ lock) and return its path. `kubernetes=False`: a lab of hosts
+    only (no Kubernetes mirror, so nothing is built and the API servers boot without user-data)."""
     data = yaml.safe_load(source.read_text())
     data["lab"]["bridge"] = bridge
+    if not kubernetes:
+        data["mirrors"].update(kubernetes=None, registry=None)
     if rack_nodes is not None:
         data["racks"][0]["node_range"]["count"] = rack_nodes
     if etcd is not None:
