@@ -479,7 +479,7 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
     if build is None:
         out.append(("kubernetes.version", f"{env.kubernetes.version} is not a version the lab builds from source "
                                           f"(known to build: {upstream.known_versions()})"))
-    else:
+    elif env.mirrors.kubernetes is not None:  # the lab builds and serves these images itself
         built = build.images()
         for fld, image in (("scheduler_plugins", built["scheduler"]), ("coredns", built["coredns"]),
                            ("pause", built["pause"])):

@@ -25,9 +25,10 @@ def host_vars(node: NodeVars) -> dict[str, Any]:
     return {"ansible_host": node.ip, "skyrack_pod_cidr": node.pod_cidr}
 
 
-def rack_vars(node: NodeVars) -> dict[str, Any]:
-    """Variables every node of a rack shares (a rack is one team, one GPU model)."""
+def rack_vars(node: NodeVars, plan: Plan) -> dict[str, Any]:
+    """Variables every node of a rack shares (a rack is one team, one GPU model, one L2 segment)."""
     return {
+        "skyrack_rack_peers": plan.rack_peers(node.rack),
         "skyrack_rack": node.rack,
         "skyrack_team": node.team,
         "skyrack_gpu_model": node.gpu_model,
@@ -49,6 +50,10 @@ def global_vars(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, 
         "skyrack_apiserver_endpoint": plan.apiserver_endpoint,
         "skyrack_apt_proxy": env.mirrors.apt_proxy,
         "skyrack_kubernetes_mirror": env.mirrors.kubernetes,
+        "skyrack_registry_mirror": env.mirrors.registry,
+        "skyrack_image_registries": plan.image_registries,
+        "skyrack_sandbox_image": env.cluster.versions.pause,
+        "skyrack_cluster_pod_cidr": str(env.kubernetes.pod_cidr),
     }
     for key, value in (outputs or {}).items():
         out[f"skyrack_cp_{key}"] = value
@@ -84,7 +89,7 @@ def dynamic(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]
         "workers": {"children": list(racks)},
     }
     for name, nodes in racks.items():
-        inv[name] = {"hosts": [n.name for n in nodes], "vars": rack_vars(nodes[0])}
+        inv[name] = {"hosts": [n.name for n in nodes], "vars": rack_vars(nodes[0], plan)}
     for name, members in by_rack.items():
         inv[name] = {"children": members}
     return inv
@@ -93,7 +98,7 @@ def dynamic(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]
 def static(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The YAML inventory: racks (with their shared vars) under `workers`; team/GPU groups of racks."""
     racks = _racks(plan)
-    rack_groups = {name: {"vars": rack_vars(nodes[0]), "hosts": {n.name: host_vars(n) for n in nodes}}
+    rack_groups = {name: {"vars": rack_vars(nodes[0], plan), "hosts": {n.name: host_vars(n) for n in nodes}}
                    for name, nodes in racks.items()}
     children: dict[str, Any] = {"workers": {"children": rack_groups}}
     for name, members in _rack_groups(plan, racks).items():

@@ -121,6 +121,16 @@ class Plan:
         }
 
     @property
+    def image_registries(self) -> list[str]:
+        """Every upstream registry the cluster pulls from (each gets a hosts.toml to the site's mirror)."""
+        refs = [*self.env.cluster.versions.model_dump().values(), "registry.k8s.io/kube-apiserver"]
+        return sorted({ref.split("/", 1)[0] for ref in refs})
+
+    def rack_peers(self, rack: str) -> list[dict[str, str]]:
+        """The nodes of a rack (one L2 segment) and their pod ranges: each routes the others' directly."""
+        return [{"name": n.name, "ip": n.ip, "pod_cidr": n.pod_cidr} for n in self.nodes if n.rack == rack]
+
+    @property
     def vnet_address_space(self) -> list[str]:
         """The VNet's prefixes: its own CIDR plus each cloud pool's pod range (alias IPs)."""
         return [str(self.env.azure.vnet_cidr), *(p.pod_cidr for p in self.pools)]

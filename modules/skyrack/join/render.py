@@ -42,7 +42,7 @@ def node_vars(plan: Plan, name: str, outputs: dict[str, Any] | None = None) -> d
     if node is None:
         raise InputError([Problem(str(plan.source), "racks", f"no node named {name!r}")])
     return {**role_defaults("kubelet"), **role_defaults("kubeadm_join"), **inventory.global_vars(plan, outputs),
-            **inventory.rack_vars(node), **inventory.host_vars(node), "inventory_hostname": name}
+            **inventory.rack_vars(node, plan), **inventory.host_vars(node), "inventory_hostname": name}
 
 
 def render(template: str, variables: dict[str, Any]) -> str:

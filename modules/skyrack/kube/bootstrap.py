@@ -72,19 +72,12 @@ def kube_proxy_kubeconfig(endpoint: str) -> str:
                   "users": [{"name": "default", "user": {"tokenFile": f"{sa}/token"}}]})
 
 
-def kubeadm_api_version(p: planmod.Plan) -> str:
-    return "kubeadm.k8s.io/v1beta4" if p.env.kubernetes.minor >= 31 else "kubeadm.k8s.io/v1beta3"
-
-
 def cluster_configuration(p: planmod.Plan, endpoint: str) -> str:
-    """kubeadm's ClusterConfiguration, which `kubeadm join` reads from the kubeadm-config ConfigMap."""
-    k = p.env.kubernetes
-    return _yaml({"apiVersion": kubeadm_api_version(p), "kind": "ClusterConfiguration",
-                  "clusterName": p.env.name, "kubernetesVersion": f"v{k.version}",
-                  "controlPlaneEndpoint": endpoint.removeprefix("https://"),
-                  "certificatesDir": "/etc/kubernetes/pki",
-                  "networking": {"dnsDomain": k.cluster_domain, "serviceSubnet": str(k.service_cidr),
-                                 "podSubnet": str(k.pod_cidr)}})
+    """kubeadm's ClusterConfiguration, which `kubeadm join` and `kubeadm upgrade` read from kubeadm-config:
+    the API servers' own (render.cloud_init), so an upgrade keeps external etcd and the scheduler settings."""
+    from ..render import cloud_init
+
+    return cloud_init.cluster_configuration(p, endpoint)
 
 
 def kubelet_configuration(p: planmod.Plan) -> dict[str, Any]:
@@ -150,7 +143,10 @@ def kube_proxy(p: planmod.Plan, endpoint: Any) -> list[o.Manifest]:
     k = p.env.kubernetes
     conf = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": "/var/lib/kube-proxy/kubeconfig.conf"},
-            "clusterCIDR": str(k.pod_cidr), "mode": "iptables"}
+            "clusterCIDR": str(k.pod_cidr), "mode": "iptables",
+            # nf_conntrack_max is a host-wide kernel setting: the OS baseline sets it (os_baseline_sysctls),
+            # so kube-proxy does not fight it (and need not write it from a container)
+            "conntrack": {"maxPerCore": 0}}
     labels = {"k8s-app": "kube-proxy"}
     pod = {"hostNetwork": True, "priorityClassName": "system-node-critical", "serviceAccountName": "kube-proxy",
            "nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"operator": "Exists"}],
@@ -212,6 +208,9 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
     labels = {"k8s-app": "kube-dns"}
     port = {"containerPort": 53, "name": "dns", "protocol": "UDP"}
     pod = {"priorityClassName": "system-cluster-critical", "serviceAccountName": "coredns",
+           # the node's resolvers, not the cluster's own DNS: with ClusterFirst CoreDNS would forward
+           # to itself, and its loop plugin stops it
+           "dnsPolicy": "Default",
            "nodeSelector": {"kubernetes.io/os": "linux"},
            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *lb.system_tolerations()],
            "affinity": lb.prefer_non_gpu(),

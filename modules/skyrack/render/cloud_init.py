@@ -146,7 +146,7 @@ def events_servers_override(plan: Plan) -> str | None:
 # kubeadm init phases that write cluster-wide objects. The cluster layer (skyrack.kube, pulumi-kubernetes)
 # owns the bootstrap token, cluster-info, kubeadm-config, kubelet-config, kube-proxy and CoreDNS, so that
 # every API server VM is interchangeable and no object has two owners.
-SKIPPED_INIT_PHASES = ("upload-config", "upload-certs", "bootstrap-token", "addon")
+SKIPPED_INIT_PHASES = ("upload-config", "upload-certs", "bootstrap-token", "addon", "show-join-command")
 SCHEDULER_CONFIG = "/etc/kubernetes/skyrack-scheduler.yaml"
 
 
@@ -158,13 +158,30 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
     # phases that write cluster objects skipped: those come from the cluster layer (skyrack.kube).
     ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init", node_label=member.name,
                            kubelet_args=[("node-ip", member.ip)])
-    ctx.update(member=member, etcd_endpoints=etcd_endpoints(plan), events_override=events_servers_override(plan),
-               scheduler_config=scheduler_config_yaml(plan.env), scheduler_config_path=SCHEDULER_CONFIG,
+    ctx.update(member=member, **_cluster_context(plan), scheduler_config=scheduler_config_yaml(plan.env),
                scheduler_image=plan.env.cluster.versions.scheduler_plugins, skip_phases=",".join(SKIPPED_INIT_PHASES),
                # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
                hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
     unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
     return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit)
+
+
+def _cluster_context(plan: Plan) -> dict:
+    return {"etcd_endpoints": etcd_endpoints(plan), "events_override": events_servers_override(plan),
+            "scheduler_config_path": SCHEDULER_CONFIG}
+
+
+def cluster_configuration(plan: Plan, endpoint: str | None = None) -> str:
+    """kubeadm's ClusterConfiguration exactly as every API server's `kubeadm init` gets it (external etcd,
+    the events override, the scheduler): also the cluster layer's kubeadm-config, which `kubeadm join`
+    and `kubeadm upgrade` read."""
+    return render("cloud-init/kubeadm-cluster.yaml.j2", env=plan.env, **_cluster_context(plan),
+                  endpoint=(endpoint or plan.apiserver_endpoint).removeprefix("https://"),
+                  kubeadm_api=kubeadm_api(plan))
+
+
+def kubeadm_api(plan: Plan) -> str:
+    return "v1beta4" if plan.env.kubernetes.minor >= 31 else "v1beta3"
 
 
 def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: str) -> str:
@@ -176,12 +193,33 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
     return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
 
 
+CONTAINERD_ROOT = "/var/lib/containerd"
+CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
+
+
+def containerd_files(plan: Plan) -> tuple[str, dict[str, str]]:
+    """containerd's config.toml and, with a registry mirror, one hosts.toml per upstream registry.
+
+    The same templates the container_runtime role renders on rack nodes. Whether containers may
+    get a negative oom_score_adj is decided on the machine (the bootstrap script), as the role does."""
+    config = render("node/containerd-config.toml.j2", containerd_root=CONTAINERD_ROOT,
+                    containerd_sandbox_image=plan.env.cluster.versions.pause, containerd_max_concurrent_downloads=10,
+                    containerd_restrict_oom_score_adj=False, containerd_default_runtime="runc",
+                    containerd_cni_bin_dir=CNI_BIN_DIR)
+    mirror = plan.env.mirrors.registry
+    hosts = {r: render("node/containerd-hosts.toml.j2", upstream_registry=r, registry_mirror=mirror)
+             for r in plan.image_registries} if mirror else {}
+    return config, hosts
+
+
 def _kubeadm_context(plan: Plan, kubernetes_repo: str, pki: ApiServerPki | WorkerJoin, **extra: object) -> dict:
     env = plan.env
+    containerd_config, registry_hosts = containerd_files(plan)
     return {
+        "containerd_config": containerd_config, "registry_hosts": registry_hosts,
         "env": env, "plan": plan, "pki": pki, "node_packages": NODE_PACKAGES,
         "endpoint": plan.apiserver_endpoint.removeprefix("https://"), "lb_ip": plan.apiserver_lb_ip,
-        "kubeadm_api": "v1beta4" if env.kubernetes.minor >= 31 else "v1beta3",
+        "kubeadm_api": kubeadm_api(plan),
         "repo": kubernetes_repo.rstrip("/") + "/", **extra,
     }
 

@@ -40,6 +40,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
+CAP_SYS_RESOURCE = 24
 CAP_SYS_TIME = 25
 NVIDIA_VENDOR = "10de"
 
@@ -96,6 +97,7 @@ def main():
     active, fstab = swaps()
     facts = {
         "cap_sys_time": bool(capabilities() >> CAP_SYS_TIME & 1),
+        "can_lower_oom_score": bool(capabilities() >> CAP_SYS_RESOURCE & 1),
         "loadable_modules": os.path.exists("/proc/modules"),
         "nvidia_gpus": gpus,
         "nvidia_evidence": evidence,
