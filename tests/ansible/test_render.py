@@ -44,7 +44,8 @@ def test_gpu_nodes_get_team_and_gpu_taints_and_labels(prod_plan):
     kubelet = yaml.safe_load(render.kubelet_config(prod_plan, gpu.name))
     effects = {(t["key"], t["effect"]) for t in kubelet["registerWithTaints"]}
     assert ("nvidia.com/gpu", "NoSchedule") in effects
-    assert kubelet["podCIDR"] == gpu.pod_cidr and kubelet["maxPods"] == gpu.max_pods
+    # the pod range reaches the node's CNI configuration (role pod_network): kubelet ignores podCIDR in a cluster
+    assert "podCIDR" not in kubelet and kubelet["maxPods"] == gpu.max_pods
     assert kubelet["serializeImagePulls"] is False and kubelet["maxParallelImagePulls"] == 10
     flags = render.kubelet_flags(prod_plan, gpu.name)
     assert f"nvidia.com/gpu.product={gpu.gpu_model}" in flags and f"--node-ip={gpu.ip}" in flags

@@ -37,7 +37,7 @@ control_plane:
   apiservers: {{count: 1, vm_size: auto}}
   etcd: {{count: {count}, vm_size: auto, events_cluster: {events}, quota_backend_gib: 2}}
 kubernetes:
-  version: "1.31.2"
+  version: "1.32.13"
   pod_cidr: 10.128.0.0/16
 onprem:
   cidrs: [198.18.{octet}.128/25]

@@ -54,8 +54,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         need(reason)
     env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET)
     seeds = tmp_path_factory.mktemp("seeds")
-    # The NoCloud hook: a user-data file for one control-plane host.
-    (seeds / "apiserver-0.yaml").write_text(
+    # The NoCloud hook (`--seed-dir`): user-data for one host, in place of what it would get.
+    (seeds / "r01-n03.yaml").write_text(
         "#cloud-config\nwrite_files:\n  - path: /etc/skyrack-seeded\n    content: seeded by the lab test\n")
     proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=900)
     assert proc.returncode == 0, proc.stderr

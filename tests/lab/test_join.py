@@ -23,13 +23,6 @@ from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 RACK = ["r01-n01", "r01-n02", "r01-n03"]
-OUTPUTS = {  # the control plane's outputs contract; the token is a made-up secret
-    "apiserver_endpoint": "https://198.18.1.36:6443",
-    "ca_cert_pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
-    "ca_cert_hash": "sha256:" + "ab" * 32,
-    "bootstrap_token": "abcdef.0123456789abcdef",
-    "resource_group": "skyrack-lab",
-}
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +31,11 @@ def runs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("outputs") / "stack-outputs.json"
-    path.write_text(json.dumps(OUTPUTS))
-    return path
+def outputs(lab) -> Path:
+    """The lab's control-plane outputs: the same contract as the Azure stack's `pulumi stack output`."""
+    proc = run_cli("lab", "outputs", str(lab.env))
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip())
 
 
 def join(lab, runs: Path, *args: str) -> tuple[int, dict, str]:
@@ -69,7 +63,7 @@ def test_join_converges_then_changes_nothing(lab, runs, outputs):
     assert_unchanged(lab, runs, outputs)
 
 
-def test_hosts_run_what_the_join_configured(lab):
+def test_hosts_run_what_the_join_configured(lab, outputs):
     p = planmod.make(lab.env)
     for name in RACK:
         # containerd answers on its socket, with systemd cgroups and its root on the data disk
@@ -92,9 +86,11 @@ def test_hosts_run_what_the_join_configured(lab):
         assert lab.ssh(name, "cat /etc/default/kubelet") == render.kubelet_flags(p, name)
         kubelet = yaml.safe_load(render.kubelet_config(p, name))
         node = next(n for n in p.nodes if n.name == name)
-        assert kubelet["podCIDR"] == node.pod_cidr and kubelet["serializeImagePulls"] is False
+        assert kubelet["serializeImagePulls"] is False
+        cni = json.loads(lab.ssh(name, "cat /etc/cni/net.d/10-skyrack.conflist"))
+        assert cni["plugins"][0]["ipam"]["ranges"] == [[{"subnet": node.pod_cidr}]]
         join_cfg = lab.ssh(name, "cat /etc/kubernetes/skyrack-join.yaml")
-        assert join_cfg == render.join_configuration(p, name, OUTPUTS)
+        assert join_cfg == render.join_configuration(p, name, json.loads(outputs.read_text()))
         assert lab.ssh(name, "stat -c %a /etc/kubernetes/skyrack-join.yaml").strip() == "600"
 
 
@@ -109,12 +105,14 @@ def test_the_summary_reports_what_was_skipped_and_why(lab, runs):
         assert report["sysctl net.core.somaxconn=32768"]["status"] == "unchanged"
         assert report["NVIDIA stack"]["status"] == "skipped"
         assert report["NVIDIA stack"]["reason"].startswith("no NVIDIA GPU detected (lspci: 0")
-        assert report["kubeadm join"]["reason"] == "kubeadm is not installed (mirrors.kubernetes is not set)"
+        assert report["kubelet and kubeadm packages"]["status"] == "applied"
+        assert report["kubeadm join"]["status"] == "unchanged"  # the newest record: the second run
         assert report["kernel module overlay"]["status"] == "present"
 
 
-def test_the_bootstrap_token_never_reaches_a_file(runs):
-    leaked = [p for p in runs.rglob("*") if p.is_file() and OUTPUTS["bootstrap_token"] in p.read_text(errors="replace")]
+def test_the_bootstrap_token_never_reaches_a_file(runs, outputs):
+    token = json.loads(outputs.read_text())["bootstrap_token"]
+    leaked = [p for p in runs.rglob("*") if p.is_file() and token in p.read_text(errors="replace")]
     assert leaked == []
 
 

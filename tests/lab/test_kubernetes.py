@@ -1,0 +1,100 @@
+"""The lab's Kubernetes after the rack joined (tests/lab/test_join.py runs first): a real cluster.
+
+Every node Ready with the plan's labels and taints; CoreDNS answers for the cluster's own names;
+a pod on each worker gets an address from that node's planned range and reaches a pod on another
+worker and the API server's ClusterIP. The pods run upstream's own e2e image (agnhost), built
+with the rest of Kubernetes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from skyrack import plan as planmod
+from skyrack.kube import bootstrap
+from support import ROOT, run_cli
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+NAMESPACE = "skyrack-e2e"
+CLI = [sys.executable, "-m", "skyrack"]
+AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+# A DNS query for one A record, answered by CoreDNS through the kube-dns ClusterIP (run on a node).
+DNS_QUERY = r"""
+import socket, struct, sys
+name, server = sys.argv[1], sys.argv[2]
+q = struct.pack(">HHHHHH", 0x5b5b, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.sendto(q, (server, 53))
+r = s.recv(512)
+print(socket.inet_ntoa(r[-4:]) if struct.unpack(">H", r[6:8])[0] else "no answer")
+"""
+
+
+def kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    """`skyrack lab kubectl`: the lab's own kubectl with its admin kubeconfig."""
+    proc = subprocess.run([*CLI, "lab", "kubectl", "--env", str(lab.env), *args], input=stdin, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "modules")})
+    if check:
+        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster(lab):
+    proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", "--json", timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_every_worker_is_ready_with_the_plans_labels_and_taints(lab, cluster):
+    p = planmod.make(lab.env)
+    nodes = {n["name"]: n for n in cluster["nodes"]}
+    for want in p.nodes:
+        got = nodes[want.name]
+        assert got["ready"], got
+        assert got["version"] == f"v{p.env.kubernetes.version}"
+        assert got["labels"] == {k: v for k, v in want.labels.items() if k.startswith("skyrack.io/")}
+        assert sorted(got["taints"]) == sorted(want.taints)
+
+
+def test_coredns_answers_for_the_cluster(lab, cluster):
+    p = planmod.make(lab.env)
+    dns = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[bootstrap.DNS_SERVICE_INDEX])
+    api = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[1])
+    name = f"kubernetes.default.svc.{p.env.kubernetes.cluster_domain}"
+    answer = lab.ssh("r01-n01", f"python3 -c '{DNS_QUERY}' {name} {dns}").strip()
+    assert answer == api
+
+
+def test_pods_get_planned_addresses_and_reach_each_other_and_the_api_server(lab, cluster):
+    p = planmod.make(lab.env)
+    kubectl(lab, "create", "namespace", NAMESPACE, check=False)
+    for node in p.nodes:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"net-{node.name}", "namespace": NAMESPACE},
+               "spec": {"nodeName": node.name, "tolerations": [{"operator": "Exists"}],
+                        "containers": [{"name": "netexec", "image": AGNHOST, "args": ["netexec", "--http-port=8080"]}]}}
+        kubectl(lab, "apply", "-f", "-", stdin=json.dumps(pod))
+    kubectl(lab, "-n", NAMESPACE, "wait", "--for=condition=Ready", "pod", "--all", "--timeout=240s")
+    pods = json.loads(kubectl(lab, "-n", NAMESPACE, "get", "pods", "-o", "json"))["items"]
+    ips = {item["spec"]["nodeName"]: item["status"]["podIP"] for item in pods}
+    for node in p.nodes:
+        assert ipaddress.IPv4Address(ips[node.name]) in ipaddress.IPv4Network(node.pod_cidr), (node.name, ips)
+    names = [n.name for n in p.nodes]
+    api_clusterip = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[1])
+    for i, name in enumerate(names):
+        peer = names[(i + 1) % len(names)]
+        # agnhost connect exits 0 once the TCP connection is made (kubectl fails the test otherwise):
+        # pod -> pod on another worker, through the routes the pod_network role set ...
+        kubectl(lab, "-n", NAMESPACE, "exec", f"net-{name}", "--", "/agnhost", "connect", f"{ips[peer]}:8080",
+                "--timeout=5s")
+        # ... and pod -> the API server's ClusterIP, through kube-proxy
+        kubectl(lab, "-n", NAMESPACE, "exec", f"net-{name}", "--", "/agnhost", "connect", f"{api_clusterip}:443",
+                "--timeout=5s")
