@@ -35,7 +35,7 @@ class EtcdBackups(pulumi.ComponentResource):
             network_rule_set={"default_action": "Deny", "bypass": "AzureServices",
                               "virtual_network_rules": [{"virtual_network_resource_id": s, "action": "Allow"}
                                                         for s in writer_subnet_ids],
-                              "ip_rules": [{"ip_address_or_range": str(c), "action": "Allow"}
+                              "ip_rules": [{"i_p_address_or_range": str(c), "action": "Allow"}
                                            for c in env.azure.admin_cidrs]},
             **ctx.common(), opts=child)
         container = env.backups.container
