@@ -21,7 +21,7 @@ from skyrack.azure.apiservers import ApiServers
 from skyrack.azure.backups import EtcdBackups
 from skyrack.azure.context import Context, env_tags
 from skyrack.azure.etcd import EtcdCluster
-from skyrack.azure.hybrid import HybridLink
+from skyrack.azure.hybrid import HybridLink, onprem_prefixes
 from skyrack.azure.network import Network
 from skyrack.azure.pki import ControlPlanePki, KeyPair, RandomSecret
 from skyrack.azure.pools import CloudPool
@@ -85,10 +85,11 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         **{f"{ca}-ca-key": pki.cas[ca].key_pem for ca in pki.cas},
     }
     vpn_ip: pulumi.Input[str | None] = None
+    bgp_address: pulumi.Input[str | None] = None
     if env.onprem.vpn is not None:
         shared_key = settings.vpn_shared_key or RandomSecret("vpn-shared-key", "secret").value
         link = HybridLink("hybrid", ctx, net.subnet_ids["GatewaySubnet"], pulumi.Output.secret(shared_key))
-        vpn_ip = link.public_ip
+        vpn_ip, bgp_address = link.public_ip, link.bgp_peering_address
         vault_secrets["vpn-shared-key"] = shared_key
         outputs["vpn_shared_key"] = pulumi.Output.secret(shared_key)
     vault = Vault("vault", ctx, vault_secrets)
@@ -117,7 +118,8 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         "resource_group": group.name,
         "dns_zone": env.dns_zone,
         "vnet_address_space": plan.vnet_address_space,
-        "onprem_routed_prefixes": [str(c) for c in env.onprem.cidrs] + plan.onprem_pod_ranges,
+        "onprem_routed_prefixes": onprem_prefixes(plan),
+        "vpn_bgp_peering_address": bgp_address,  # configure the on-prem device to peer with it (ASN 65515)
         "cert_expiry": pki.cert_expiry,
     })
     return outputs

@@ -4,7 +4,7 @@
 `stacks/controlplane.run` and returns every registered resource (type, name, inputs)
 and the resolved stack outputs with their secretness. The mocks answer like Azure
 would in the ways the program relies on: resource IDs, a managed identity's principal
-ID, a public IP, the storage account's blob endpoint, the vault URI, and the PKI
+ID, a public IP, the VPN gateway's BGP address, the storage account's blob endpoint, the vault URI, and the PKI
 resources' real contents (the dynamic provider's own `make`, so real certificates).
 """
 
@@ -35,6 +35,7 @@ DYNAMIC = "pulumi-python:dynamic/skyrack:"
 OWN_NAME = {"VirtualMachine": "vmName", "VirtualMachineScaleSet": "vmScaleSetName", "StorageAccount": "accountName",
             "BlobContainer": "containerName", "PrivateRecordSet": "relativeRecordSetName", "Vault": "vaultName",
             "PrivateZone": "privateZoneName"}
+MOCK_BGP_ADDRESS = "10.0.0.30"
 DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/"}
 
 
@@ -55,9 +56,10 @@ class AzureMocks(pulumi.runtime.Mocks):
     """`prior`: the PKI state of an earlier run, by resource name. Like the engine, a PKI resource
     whose provider `diff` asks for no replacement keeps that state instead of being created anew."""
 
-    def __init__(self, prior: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, prior: dict[str, dict[str, Any]] | None = None, subscription: str = SUBSCRIPTION) -> None:
         self.resources: list[Registered] = []
         self.prior = prior or {}
+        self.subscription = subscription
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         inputs = dict(args.inputs)
@@ -75,10 +77,13 @@ class AzureMocks(pulumi.runtime.Mocks):
         own = OWN_NAME.get(kind, kind[0].lower() + kind[1:] + "Name")
         name = plain.get(own) or args.name  # Azure's name, or Pulumi's auto-name stand-in
         group = plain.get("resourceGroupName", name)
-        rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/{kind}/{name}"
+        rid = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/{kind}/{name}"
         state = {**plain, "name": name, "id": rid}
         if kind in ("VirtualMachine", "VirtualMachineScaleSet"):
             state["identity"] = {**plain.get("identity", {}), "principalId": f"principal-{name}"}
+        elif kind == "VirtualNetworkGateway" and plain.get("enableBgp"):
+            # Azure gives the gateway a BGP address in GatewaySubnet (its last usable one).
+            state["bgpSettings"] = {**plain.get("bgpSettings", {}), "bgpPeeringAddress": MOCK_BGP_ADDRESS}
         elif kind == "PublicIPAddress":
             state["ipAddress"] = "20.0.0.1" if "vpn" in name else "20.0.0.2"
         elif kind == "StorageAccount":
@@ -90,7 +95,8 @@ class AzureMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
         if args.token == "azure-native:authorization:getClientConfig":
-            return {"clientId": "client", "objectId": "object", "subscriptionId": SUBSCRIPTION, "tenantId": TENANT}
+            return {"clientId": "client", "objectId": "object", "subscriptionId": self.subscription,
+                    "tenantId": TENANT}
         raise NotImplementedError(args.token)
 
 

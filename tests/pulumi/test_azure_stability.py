@@ -45,3 +45,12 @@ def test_the_provider_travels_to_pulumis_dynamic_provider_process(tmp_path) -> N
     out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": modules})
     assert out.stdout.startswith("sha256:")
+
+
+def test_role_assignment_names_are_stable_and_unique_per_subscription(dev: StackRun) -> None:
+    """Names are GUIDs unique in the tenant: the same environment in two subscriptions must not collide."""
+    names = lambda run: sorted(r.plain["roleAssignmentName"] for r in run.of_type("authorization:RoleAssignment"))  # noqa: E731
+    again = run_stack("dev", mocks=AzureMocks(prior=dev.pki_state()))
+    assert names(again) == names(dev) and len(set(names(dev))) == len(names(dev)) == 3
+    elsewhere = run_stack("dev", mocks=AzureMocks(subscription="22222222-2222-2222-2222-222222222222"))
+    assert not set(names(elsewhere)) & set(names(dev))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nsg_eval as nsg
 import yaml
-from pulumi_harness import SUBSCRIPTION, Registered, StackRun
+from pulumi_harness import MOCK_BGP_ADDRESS, SUBSCRIPTION, Registered, StackRun
 
 from skyrack import pki
 from skyrack import plan as planmod
@@ -151,7 +151,7 @@ def test_etcd_ports_only_from_apiservers_and_own_cluster(stack: StackRun) -> Non
         assert reaches(stack, b.ip, a.ip, 2379) and reaches(stack, b.ip, a.ip, 2380)
         for pool in p.pools:
             assert not reaches(stack, sample(pool.pod_cidr)[0], a.ip, 2379)
-        for admin in p.env.azure.admin_cidrs:
+        for admin in [*p.env.azure.admin_cidrs, *p.env.azure.operator_networks]:
             assert not reaches(stack, sample(str(admin))[0], a.ip, 2379)
     if p.members_of("etcd-events"):
         main, events = p.members_of("etcd")[0], p.members_of("etcd-events")[0]
@@ -165,11 +165,13 @@ def test_apiserver_port_only_from_allowed_sources(stack: StackRun) -> None:
     api = p.members_of("apiserver")
     allowed = [sample(str(c))[1] for c in p.env.onprem.cidrs] + [sample(r)[0] for r in p.onprem_pod_ranges]
     allowed += [sample(pool.pod_cidr)[2] for pool in p.pools] + [api[1].ip, nsg.AZURE_LB_PROBE]
-    allowed += [sample(str(c))[0] for c in p.env.azure.admin_cidrs]
+    allowed += [sample(str(c))[0] for c in p.env.azure.operator_networks]
     for src in allowed:
         assert reaches(stack, src, p.apiserver_lb_ip, 6443), src
         assert reaches(stack, src, api[0].ip, 6443), src
-    for src in ("8.8.8.8", p.members_of("etcd")[0].ip):
+    # Public admin ranges open the Key Vault and Storage firewalls, not the (internal) API server.
+    public = [sample(str(c))[0] for c in p.env.azure.public_admin_networks]
+    for src in ("8.8.8.8", p.members_of("etcd")[0].ip, *public):
         assert not reaches(stack, src, api[0].ip, 6443), src
     # Nothing but 6443: not even SSH from the admins' networks.
     for src in allowed:
@@ -193,7 +195,8 @@ def test_vpn_routes_onprem_nodes_and_pods(stack: StackRun) -> None:
     local = stack.one("network:LocalNetworkGateway", "onprem-gateway").plain
     assert local["gatewayIpAddress"] == str(p.env.onprem.vpn.peer_ip)
     prefixes = local["localNetworkAddressSpace"]["addressPrefixes"]
-    assert prefixes == [str(c) for c in p.env.onprem.cidrs] + p.onprem_pod_ranges
+    assert prefixes == [str(c) for c in p.env.onprem.cidrs] + p.onprem_pod_ranges + [f"{p.env.onprem.vpn.bgp_peer_ip}/32"]
+    assert stack.outputs["onprem_routed_prefixes"] == prefixes
     covered = [ipaddress.ip_network(x) for x in local["localNetworkAddressSpace"]["addressPrefixes"]]
     for node in p.nodes:
         assert any(ipaddress.ip_network(node.pod_cidr).subnet_of(c) for c in covered), node.name
@@ -211,7 +214,12 @@ def test_bgp_when_an_asn_is_set(stack: StackRun) -> None:
     assert vpn.asn is not None  # both shipped environments peer over BGP
     assert gateway["enableBgp"] and connection["enableBgp"]
     assert local["bgpSettings"]["asn"] == vpn.asn
-    assert local["bgpSettings"]["bgpPeeringAddress"] == str(vpn.bgp_peer_ip or vpn.peer_ip)
+    assert local["bgpSettings"]["bgpPeeringAddress"] == str(vpn.bgp_peer_ip)
+    assert vpn.bgp_peer_ip.is_private and vpn.bgp_peer_ip != vpn.peer_ip
+    # Azure peers with the device's private address only if that /32 is routed to the tunnel.
+    assert f"{vpn.bgp_peer_ip}/32" in local["localNetworkAddressSpace"]["addressPrefixes"]
+    # The device needs Azure's own BGP address: exported.
+    assert stack.outputs["vpn_bgp_peering_address"] == MOCK_BGP_ADDRESS
 
 
 # ----------------------------------------------------------------------------- cloud pools

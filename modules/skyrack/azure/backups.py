@@ -8,6 +8,7 @@ members' job (a timer in their cloud-init), not this module's.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import uuid
 
@@ -17,6 +18,20 @@ from pulumi_azure_native import authorization, storage
 from .context import Context
 
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Azure built-in role
+
+
+def assignment_name(scope: pulumi.Input[str], principal: pulumi.Input[str],
+                    role: pulumi.Input[str]) -> pulumi.Output[str]:
+    """A role assignment's name: a GUID unique in the tenant, the same on every run (ARM's `guid(scope, principal,
+    role)`). The scope holds the subscription, so one environment in two subscriptions never collides, and a
+    replaced VM (a new principal) gets a new assignment instead of a conflict with its predecessor's."""
+    return pulumi.Output.all(scope, principal, role).apply(
+        lambda v: str(uuid.uuid5(uuid.NAMESPACE_URL, "skyrack/role-assignment/" + "/".join(v))))
+
+
+def ip_rule(net: ipaddress.IPv4Network) -> str:
+    """A Storage firewall entry: a single address is written without /32 (Storage refuses /31 and /32)."""
+    return str(net.network_address) if net.prefixlen == 32 else str(net)
 
 
 class EtcdBackups(pulumi.ComponentResource):
@@ -35,8 +50,8 @@ class EtcdBackups(pulumi.ComponentResource):
             network_rule_set={"default_action": "Deny", "bypass": "AzureServices",
                               "virtual_network_rules": [{"virtual_network_resource_id": s, "action": "Allow"}
                                                         for s in writer_subnet_ids],
-                              "ip_rules": [{"i_p_address_or_range": str(c), "action": "Allow"}
-                                           for c in env.azure.admin_cidrs]},
+                              "ip_rules": [{"i_p_address_or_range": ip_rule(c), "action": "Allow"}
+                                           for c in env.azure.public_admin_networks]},
             **ctx.common(), opts=child)
         container = env.backups.container
         self.container = storage.BlobContainer(
@@ -54,9 +69,7 @@ class EtcdBackups(pulumi.ComponentResource):
                                     f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
         for member, principal in writers.items():
             authorization.RoleAssignment(
-                f"backup-writer-{member}",
-                # Role assignment names are GUIDs; derive one so it is the same on every run.
-                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"skyrack/{env.name}/etcd-backup/{member}")),
+                f"backup-writer-{member}", role_assignment_name=assignment_name(self.container.id, principal, role),
                 principal_id=principal, principal_type="ServicePrincipal", role_definition_id=role,
                 scope=self.container.id, opts=child)
         self.container_url: pulumi.Output[str] = pulumi.Output.concat(

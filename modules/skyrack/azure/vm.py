@@ -18,7 +18,7 @@ from .context import Context
 
 DEBIAN_12 = {"publisher": "Debian", "offer": "debian-12", "sku": "12-gen2", "version": "latest"}
 ADMIN_USER = "skyrack"
-CUSTOM_DATA_LIMIT = 64 * 1024  # bytes of user-data Azure accepts (before base64)
+CUSTOM_DATA_LIMIT = 65535  # bytes of user-data Azure accepts, decoded ("at most 65535 bytes" in the VM API)
 
 
 def custom_data(user_data: str) -> str:
