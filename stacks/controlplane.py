@@ -77,13 +77,16 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo)
     for pool in plan.pools:
         CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
-                  pki.worker_join(), settings.kubernetes_repo)
+                  pki.pool_join(), settings.kubernetes_repo)
 
     vault_secrets: dict[str, pulumi.Input[str]] = {
         "bootstrap-token": pki.bootstrap_token.value,
         "service-account-key": pki.service_account.key_pem,
         **{f"{ca}-ca-key": pki.cas[ca].key_pem for ca in pki.cas},
     }
+    if pki.pool_bootstrap_token is not None:
+        vault_secrets["pool-bootstrap-token"] = pki.pool_bootstrap_token.value
+        outputs["pool_bootstrap_token"] = pulumi.Output.secret(pki.pool_bootstrap_token.value)  # the cluster layer's
     vpn_ip: pulumi.Input[str | None] = None
     bgp_address: pulumi.Input[str | None] = None
     if env.onprem.vpn is not None:

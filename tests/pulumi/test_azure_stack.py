@@ -15,6 +15,7 @@ from pulumi_harness import MOCK_BGP_ADDRESS, SUBSCRIPTION, Registered, StackRun
 
 from skyrack import pki
 from skyrack import plan as planmod
+from skyrack.kube import cloudpools
 from support import is_secret
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -380,7 +381,7 @@ def test_secrets_are_secret(stack: StackRun) -> None:
     for secret in stack.of_type("keyvault:Secret"):
         assert is_secret(secret.inputs["properties"]), secret.name
     names = {s.plain["secretName"] for s in stack.of_type("keyvault:Secret")}
-    assert {"bootstrap-token", "kubernetes-ca-key", "etcd-ca-key", "vpn-shared-key"} <= names
+    assert {"bootstrap-token", "pool-bootstrap-token", "kubernetes-ca-key", "etcd-ca-key", "vpn-shared-key"} <= names
     # No private key or token appears in any output that is not secret.
     secrets = [r.state["key_pem"] for r in stack.resources if r.state.get("key_pem")]
     secrets += [r.state["value"] for r in stack.resources if r.state.get("value")]
@@ -399,8 +400,13 @@ def test_cloud_pool_nodes_join_as_workers(stack: StackRun) -> None:
         join = yaml.safe_load(file_in(config, "/etc/skyrack/kubeadm.yaml"))
         assert join["kind"] == "JoinConfiguration" and "controlPlane" not in join
         assert join["discovery"]["bootstrapToken"]["apiServerEndpoint"] == stack.outputs["apiserver_endpoint"][8:]
-        assert join["discovery"]["bootstrapToken"]["token"] == stack.outputs["bootstrap_token"]
+        # The pools' own token (the cluster layer gives it no expiry), never the racks' expiring one.
+        assert join["discovery"]["bootstrapToken"]["token"] == stack.outputs["pool_bootstrap_token"]
+        assert stack.outputs["pool_bootstrap_token"] != stack.outputs["bootstrap_token"]
+        assert "pool_bootstrap_token" in stack.secret_outputs
         assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [stack.outputs["ca_cert_hash"]]
-        labels = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}["node-labels"]
-        assert f"skyrack.io/pool={pool.name}" in labels.split(",")
+        kubelet = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}
+        assert f"{cloudpools.POOL_LABEL}={pool.name}" in kubelet["node-labels"].split(",")
+        # Tainted until cloud-node-manager sets the providerID cluster-autoscaler maps to the instance.
+        assert kubelet["cloud-provider"] == "external"
         assert "taints" not in join["nodeRegistration"]

@@ -171,7 +171,9 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
     """User-data of a cloud-pool node: kubeadm joins it as a worker labelled with its pool."""
     labels = {"skyrack.io/env": plan.env.name, "skyrack.io/pool": pool.name}
     ctx = _kubeadm_context(plan, kubernetes_repo, join, mode="worker", node_label=f"a node of pool {pool.name}",
-                           kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items()))])
+                           kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items())),
+                                         # cloud-node-manager (cluster layer) sets the providerID the autoscaler needs
+                                         ("cloud-provider", "external")])
     ctx.update(pool=pool, member=None, hairpin=False)
     return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
 
