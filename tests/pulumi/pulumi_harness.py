@@ -60,6 +60,7 @@ class AzureMocks(pulumi.runtime.Mocks):
         self.resources: list[Registered] = []
         self.prior = prior or {}
         self.subscription = subscription
+        self.options: dict[tuple[str, str], pulumi.ResourceOptions | None] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         inputs = dict(args.inputs)
@@ -106,6 +107,7 @@ class StackRun:
     resources: list[Registered]
     outputs: dict[str, Any]
     secret_outputs: set[str]
+    options: dict[tuple[str, str], pulumi.ResourceOptions | None] = field(default_factory=dict)
 
     def of_type(self, suffix: str) -> list[Registered]:
         return [r for r in self.resources if r.typ.endswith(suffix)]
@@ -128,12 +130,16 @@ def run_stack(name: str, configs_dir: Path = CONFIGS, config: dict[str, str] | N
     pulumi.runtime.set_all_config(DEFAULT_CONFIG if config is None else config)
     box: dict[str, Any] = {}
 
+    def record(args: pulumi.ResourceTransformationArgs) -> None:
+        mocks.options[(args.type_, args.name)] = args.opts  # what the engine would be told (mocks see inputs only)
+
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
+        pulumi.runtime.register_stack_transformation(record)
         outputs = controlplane.run(name, configs_dir)
         box["secret"] = {k: asyncio.ensure_future(pulumi.Output.from_input(v).is_secret()) for k, v in outputs.items()}
         return pulumi.Output.from_input(outputs).apply(lambda v: box.update(values=v))
 
     program()
     secret = {k for k, fut in box["secret"].items() if fut.result()}
-    return StackRun(name, mocks.resources, box["values"], secret)
+    return StackRun(name, mocks.resources, box["values"], secret, mocks.options)
