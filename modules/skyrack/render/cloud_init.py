@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 ETCD_PKI = "/etc/skyrack/etcd/pki"
 ETCD_DATA = "/var/lib/etcd"
+ETCD_STATE_FILE = "/run/skyrack/etcd-state.env"  # SKYRACK_ETCD_STATE=new|existing, written at each boot
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
@@ -106,7 +107,8 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
         f"--initial-advertise-peer-urls=https://{member.ip}:{PEER_PORT}",
         "--initial-cluster=" + ",".join(f"{p.name}=https://{p.ip}:{PEER_PORT}" for p in peers),
         f"--initial-cluster-token=skyrack-{plan.env.name}-{member.role}",
-        "--initial-cluster-state=new",
+        # `new` or `existing`, decided at each boot by skyrack-etcd-member (systemd expands it from its file).
+        "--initial-cluster-state=${SKYRACK_ETCD_STATE}",
         "--client-cert-auth",
         f"--trusted-ca-file={ETCD_PKI}/ca.crt",
         f"--cert-file={ETCD_PKI}/server.crt",
@@ -131,10 +133,19 @@ def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None
     so the Pulumi stack and the lab render the same bytes for the same member.
     """
     data_disk = data_disk or ("rootfs" if plan.env.lab is not None else "local")
-    unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA)
+    unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA,
+                  state_file=ETCD_STATE_FILE)
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
     return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
-                  unit=unit, disk_script=disk)
+                  unit=unit, disk_script=disk, member_script=etcd_member_script(plan, member))
+
+
+def etcd_member_script(plan: Plan, member: Member) -> str:
+    """skyrack-etcd-member: at every boot, whether etcd starts as `new` or rejoins as `existing`."""
+    others = ",".join(client_url(p) for p in plan.members_of(member.role) if p.name != member.name)
+    return render("cloud-init/etcd-member.sh.j2", member=member, data_dir=f"{ETCD_DATA}/{member.role}",
+                  state_file=ETCD_STATE_FILE, peer_url=f"https://{member.ip}:{PEER_PORT}", others=others,
+                  pki_dir=ETCD_PKI, attempts=3, retry_seconds=2)
 
 
 def events_servers_override(plan: Plan) -> str | None:
