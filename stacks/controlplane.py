@@ -38,6 +38,7 @@ class Settings:
     kubernetes_repo: str
     vpn_shared_key: pulumi.Output[str] | None
     admin_ssh_public_key: str | None
+    backup_operators: tuple[str, ...] = ()  # Azure AD object IDs allowed to read and write snapshots
 
 
 def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
@@ -49,8 +50,9 @@ def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
         raise InputError([Problem(str(plan.source), "mirrors.kubernetes",
                                   "not set, and stack config skyrack:kubernetesAptRepo is not set either: the API "
                                   "servers need a Kubernetes apt repository (see docs/azure.md)")])
+    operators = tuple(config.get_object("backupOperators") or ())
     return Settings(kubernetes_repo=repo, vpn_shared_key=config.get_secret("vpnSharedKey"),
-                    admin_ssh_public_key=config.get("adminSshPublicKey"))
+                    admin_ssh_public_key=config.get("adminSshPublicKey"), backup_operators=operators)
 
 
 def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
@@ -70,10 +72,11 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         ssh_key = generated.public_key
         outputs["admin_ssh_private_key"] = generated.key_pem
 
-    etcd = EtcdCluster("etcd", ctx, "etcd", net.subnet_ids["etcd"], pki, ssh_key)
-    clusters = [etcd]
-    if plan.members_of("etcd-events"):
-        clusters.append(EtcdCluster("etcd-events", ctx, "etcd-events", net.subnet_ids["etcd-events"], pki, ssh_key))
+    etcd_roles = [r for r in ("etcd", "etcd-events") if plan.members_of(r)]
+    backups = EtcdBackups("backups", ctx, [net.subnet_ids[r] for r in etcd_roles])
+    clusters = [EtcdCluster(role, ctx, role, net.subnet_ids[role], pki, ssh_key, backups.container_url)
+                for role in etcd_roles]
+    etcd = clusters[0]
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo)
     for pool in plan.pools:
         CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
@@ -97,10 +100,11 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         outputs["vpn_shared_key"] = pulumi.Output.secret(shared_key)
     vault = Vault("vault", ctx, vault_secrets)
 
-    writers = {name: vm.identity.apply(lambda i: (i.principal_id if i else None) or "")
-               for c in clusters for name, vm in c.vms.items()}
-    backups = EtcdBackups("backups", ctx, writers, [net.subnet_ids[r] for r in ("etcd", "etcd-events")
-                                                    if plan.members_of(r)])
+    for c in clusters:
+        for name, vm in c.vms.items():
+            backups.grant(name, vm.identity.apply(lambda i: (i.principal_id if i else None) or ""))
+    for i, operator in enumerate(settings.backup_operators):  # `skyrack etcd snapshot|restore` with Azure AD
+        backups.grant(f"operator-{i}", operator, principal_type="User")
 
     kube_ca, admin = pki.cas["kubernetes"], pki.certs["admin"]
     admin_kubeconfig = pulumi.Output.all(kube_ca.cert_pem, admin.cert_pem, admin.key_pem).apply(

@@ -111,7 +111,8 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
     prod_pki = certs.issue_all(prod)
     configs = [
         cloud_init.etcd(plan, plan.members_of("etcd")[0], etcd_pki(issued, "etcd-0")),
-        cloud_init.etcd(prod, prod.members_of("etcd")[0], etcd_pki(prod_pki, "etcd-0")),
+        cloud_init.etcd(prod, prod.members_of("etcd")[0], etcd_pki(prod_pki, "etcd-0"),
+                        backup_url="https://prodetcdbak.blob.core.windows.net/etcd-snapshots"),
         *(cloud_init.apiserver(prod, m, apiserver_pki(prod_pki, m.name), kubernetes_repo=REPO)
           for m in prod.members_of("apiserver")[:2]),
         cloud_init.pool_node(prod, prod.pools[0], cloud_init.WorkerJoin(prod_pki.bootstrap_token,
@@ -123,4 +124,4 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
             run = subprocess.run(["shellcheck", "--shell=sh", "-"], input=script, capture_output=True, text=True)
             assert run.returncode == 0, f"{path}:\n{run.stdout}"
             checked += 1
-    assert checked == 7  # etcd: disk and member scripts (lab and prod); API servers; the pool node
+    assert checked == 8  # etcd: disk and member scripts (lab, prod), prod's snapshot; API servers; the pool node

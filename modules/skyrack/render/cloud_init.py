@@ -124,20 +124,33 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
     ]
 
 
-def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None = None) -> str:
+def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None = None,
+         backup_url: str | None = None) -> str:
     """User-data of an etcd or events-etcd member.
 
     `data_disk="local"` puts the data directory on the VM's local NVMe disk (or Azure's
     local temporary disk on sizes without NVMe); `"rootfs"` (the lab) keeps it on the
     machine's own disk. By default the environment decides (a lab environment: rootfs),
     so the Pulumi stack and the lab render the same bytes for the same member.
+    `backup_url` (the Azure stack's snapshot container): a timer on the member uploads
+    snapshots there with the VM's managed identity (see `etcd_snapshot_script`).
     """
     data_disk = data_disk or ("rootfs" if plan.env.lab is not None else "local")
     unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA,
                   state_file=ETCD_STATE_FILE)
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
     return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
-                  unit=unit, disk_script=disk, member_script=etcd_member_script(plan, member))
+                  unit=unit, disk_script=disk, member_script=etcd_member_script(plan, member),
+                  snapshot_script=etcd_snapshot_script(plan, member, backup_url) if backup_url else None,
+                  snapshot_minutes=plan.env.backups.interval_minutes)
+
+
+def etcd_snapshot_script(plan: Plan, member: Member, container_url: str) -> str:
+    """skyrack-etcd-snapshot: the leader's periodic snapshot, uploaded with the VM's managed identity."""
+    return render("cloud-init/etcd-snapshot.sh.j2", member=member, env_name=plan.env.name,
+                  container_url=container_url.rstrip("/"), interval_minutes=plan.env.backups.interval_minutes,
+                  work_dir=f"{ETCD_DATA}/snapshot", pki_dir=ETCD_PKI, client_port=CLIENT_PORT,
+                  block_bytes=256 * 1024**2)
 
 
 def etcd_member_script(plan: Plan, member: Member) -> str:
