@@ -34,9 +34,11 @@ DYNAMIC = "pulumi-python:dynamic/skyrack:"
 # The input holding a resource's own Azure name, where it is not <lowerCamelType>Name.
 OWN_NAME = {"VirtualMachine": "vmName", "VirtualMachineScaleSet": "vmScaleSetName", "StorageAccount": "accountName",
             "BlobContainer": "containerName", "PrivateRecordSet": "relativeRecordSetName", "Vault": "vaultName",
-            "PrivateZone": "privateZoneName"}
+            "PrivateZone": "privateZoneName", "PrivateResolverVirtualNetworkLink": "virtualNetworkLinkName"}
 MOCK_BGP_ADDRESS = "10.0.0.30"
-DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/"}
+ONPREM_DNS = "10.64.0.53"
+DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/",
+                  "skyrack:onpremDnsServers": f'["{ONPREM_DNS}"]'}  # prod's mirrors are on-prem names
 
 
 

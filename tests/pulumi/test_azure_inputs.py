@@ -39,7 +39,7 @@ def test_missing_kubernetes_repository_registers_nothing() -> None:
 
 
 def test_prod_takes_its_repository_from_the_environment() -> None:
-    run = run_stack("prod", config={})
+    run = run_stack("prod", config={k: v for k, v in DEFAULT_CONFIG.items() if k != "skyrack:kubernetesAptRepo"})
     assert run.outputs["apiserver_endpoint"].startswith("https://")
 
 

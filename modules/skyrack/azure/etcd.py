@@ -22,7 +22,7 @@ class EtcdCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, ctx: Context, role: str, subnet_id: pulumi.Input[str], pki: ControlPlanePki,
                  ssh_public_key: pulumi.Input[str], backup_url: pulumi.Input[str],
-                 opts: pulumi.ResourceOptions | None = None):
+                 boot_after: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None):
         """`backup_url`: the snapshot container; each member's timer uploads there (the leader's snapshot)."""
         super().__init__("skyrack:azure:EtcdCluster", name, None, opts)
         plan = ctx.plan
@@ -30,6 +30,7 @@ class EtcdCluster(pulumi.ComponentResource):
         for member in plan.members_of(role):
             user_data = pulumi.Output.all(pki.etcd(member), backup_url).apply(
                 lambda v, m=member: cloud_init.etcd(plan, m, v[0], backup_url=v[1]))
-            self.vms[member.name] = control_plane_vm(ctx, member, subnet_id, user_data, ssh_public_key, self)
+            self.vms[member.name] = control_plane_vm(ctx, member, subnet_id, user_data, ssh_public_key, self,
+                                                     boot_after=boot_after)
         self.endpoints = cloud_init.etcd_endpoints(plan, role)
         self.register_outputs({"endpoints": self.endpoints})

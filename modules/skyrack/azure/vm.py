@@ -43,7 +43,9 @@ def linux_configuration(ssh_public_key: pulumi.Input[str]) -> dict[str, object]:
 def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str], user_data: pulumi.Output[str],
                      ssh_public_key: pulumi.Input[str], parent: pulumi.Resource,
                      backend_pool_id: pulumi.Input[str] | None = None,
-                     depends_on: list[pulumi.Resource] | None = None) -> compute.VirtualMachine:
+                     depends_on: list[pulumi.Resource] | None = None,
+                     boot_after: list[pulumi.Resource] | None = None) -> compute.VirtualMachine:
+    """`boot_after`: what the first boot needs in place (the VPN connection, on-prem DNS forwarding)."""
     name = f"{ctx.prefix}-{member.name}"
     ip_config: dict[str, object] = {"name": "primary", "primary": True, "private_ip_allocation_method": "Static",
                                     "private_ip_address": member.ip, "subnet": {"id": subnet_id}}
@@ -68,4 +70,4 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
         identity={"type": "SystemAssigned"},
         **ctx.common(),
         opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["osProfile.customData"],
-                                    delete_before_replace=True))
+                                    delete_before_replace=True, depends_on=boot_after or []))
