@@ -114,7 +114,7 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         link = HybridLink("hybrid", ctx, net.subnet_ids["GatewaySubnet"], pulumi.Output.secret(vpn_key))
         vpn_ip, bgp_address = link.public_ip, link.bgp_peering_address
         outputs["vpn_shared_key"] = pulumi.Output.secret(vpn_key)
-        if dns.mirror_hosts(env) or any((env.mirrors.apt_proxy, env.mirrors.kubernetes, env.mirrors.registry)):
+        if any((env.mirrors.apt_proxy, env.mirrors.kubernetes, env.mirrors.registry)):
             boot_after.append(link.connection)  # the mirrors are the site's, behind the tunnel
     if settings.dns_forwarding is not None:
         forwarder = DnsForwarder("dns", ctx, net.vnet.id, net.subnet_ids[dns.SUBNET], settings.dns_forwarding)

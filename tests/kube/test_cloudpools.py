@@ -48,6 +48,10 @@ def test_cloud_node_manager_runs_on_pool_nodes_only_and_untaints_them(rendered):
     for node in r.plan.nodes:  # on-prem nodes are no Azure instances
         assert not can_run_on(pod, node.labels, [])
     assert pod["containers"][0]["image"] == cloudpools.NODE_MANAGER_IMAGES[r.plan.env.kubernetes.minor]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    # hostNetwork, and the API server by its load balancer: no kube-proxy or CNI needed before it runs
+    assert pod["hostNetwork"] is True
+    assert f"https://{env['KUBERNETES_SERVICE_HOST']}:{env['KUBERNETES_SERVICE_PORT']}" == r.plan.apiserver_endpoint
     role = r.one("ClusterRole", f"skyrack:{cloudpools.NODE_MANAGER}", None).manifest
     nodes = next(rule for rule in role["rules"] if rule["resources"] == ["nodes"])
     assert {"patch", "update"} <= set(nodes["verbs"])  # providerID, labels, the taint

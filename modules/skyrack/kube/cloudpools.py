@@ -24,6 +24,7 @@ from . import bootstrap
 from . import objects as o
 
 NAMESPACE = "kube-system"
+APISERVER_PORT = 6443
 NODE_MANAGER = "cloud-node-manager"
 POOL_LABEL = "skyrack.io/pool"  # set on every pool node by its kubelet (render.cloud_init.pool_node)
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -53,7 +54,11 @@ def node_manager(p: planmod.Plan) -> list[o.Manifest]:
     labels = {"app.kubernetes.io/name": NODE_MANAGER}
     c = o.container(NODE_MANAGER, node_manager_image(p),
                     command=["cloud-node-manager", "--node-name=$(NODE_NAME)", "--wait-routes=false"],
-                    env=[{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                    env=[{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                         # straight to the API servers' load balancer: on a node it has not initialised yet,
+                         # neither kube-proxy's service rules nor the CNI may be in place
+                         {"name": "KUBERNETES_SERVICE_HOST", "value": p.apiserver_lb_ip},
+                         {"name": "KUBERNETES_SERVICE_PORT", "value": str(APISERVER_PORT)}],
                     requests={"cpu": "50m", "memory": "50Mi"}, limits={"memory": "512Mi"})
     pod = {"serviceAccountName": NODE_MANAGER, "priorityClassName": "system-node-critical", "hostNetwork": True,
            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
