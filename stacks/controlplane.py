@@ -9,6 +9,7 @@ rename them.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from skyrack import plan as planmod
+from skyrack.azure import dns
 from skyrack.azure.apiservers import ApiServers
 from skyrack.azure.backups import EtcdBackups
 from skyrack.azure.context import Context, env_tags
+from skyrack.azure.dns import DnsForwarder
 from skyrack.azure.etcd import EtcdCluster
-from skyrack.azure.hybrid import HybridLink
+from skyrack.azure.hybrid import HybridLink, onprem_prefixes
 from skyrack.azure.network import Network
 from skyrack.azure.pki import ControlPlanePki, KeyPair, RandomSecret
 from skyrack.azure.pools import CloudPool
@@ -38,6 +41,8 @@ class Settings:
     kubernetes_repo: str
     vpn_shared_key: pulumi.Output[str] | None
     admin_ssh_public_key: str | None
+    backup_operators: tuple[str, ...] = ()  # Azure AD object IDs allowed to read and write snapshots
+    dns_forwarding: dns.Forwarding | None = None  # on-prem mirror names resolved through on-prem DNS
 
 
 def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
@@ -49,8 +54,38 @@ def read_settings(plan: planmod.Plan, config: pulumi.Config) -> Settings:
         raise InputError([Problem(str(plan.source), "mirrors.kubernetes",
                                   "not set, and stack config skyrack:kubernetesAptRepo is not set either: the API "
                                   "servers need a Kubernetes apt repository (see docs/azure.md)")])
+    operators = tuple(config.get_object("backupOperators") or ())
     return Settings(kubernetes_repo=repo, vpn_shared_key=config.get_secret("vpnSharedKey"),
-                    admin_ssh_public_key=config.get("adminSshPublicKey"))
+                    admin_ssh_public_key=config.get("adminSshPublicKey"), backup_operators=operators,
+                    dns_forwarding=dns_forwarding(plan, config))
+
+
+def dns_forwarding(plan: planmod.Plan, config: pulumi.Config) -> dns.Forwarding | None:
+    """Mirrors named in an on-prem zone need on-prem DNS at first boot: the servers come from stack config."""
+    env, source = plan.env, str(plan.source)
+    domains = dns.onprem_domains(env)
+    if not domains:
+        return None
+    field, host = next((f, h) for f, h in dns.mirror_hosts(env) if h.endswith(dns.PRIVATE_SUFFIXES))
+    if env.onprem.vpn is None:
+        raise InputError([Problem(source, field, f"{host} is a name only on-prem DNS knows, and there is no "
+                                  "onprem.vpn to reach it through")])
+    servers = config.get_object("onpremDnsServers") or []
+    if not servers:
+        raise InputError([Problem(source, field, f"{host} is a name only on-prem DNS knows: set stack config "
+                                  "skyrack:onpremDnsServers to the site's DNS servers (a JSON list of addresses, "
+                                  "reached over the VPN), or the VMs' first boot cannot reach the mirrors")])
+    routed = [ipaddress.ip_network(p) for p in onprem_prefixes(plan)]
+    for server in servers:
+        try:
+            addr = ipaddress.ip_address(server)
+        except ValueError:
+            raise InputError([Problem(source, field, f"skyrack:onpremDnsServers: {server!r} is not an IP address")]) \
+                from None
+        if not any(addr in net for net in routed):
+            raise InputError([Problem(source, field, f"skyrack:onpremDnsServers: {server} is not in a range routed "
+                                      f"over the VPN ({', '.join(map(str, routed))})")])
+    return dns.Forwarding(tuple(domains), tuple(servers))
 
 
 def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
@@ -60,7 +95,7 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
                                     location=env.azure.location, tags=env_tags(env.name))
     ctx = Context(plan, group.name, client.subscription_id, client.tenant_id)
 
-    net = Network("network", ctx)
+    net = Network("network", ctx, dns_resolver=settings.dns_forwarding is not None)
     pki = ControlPlanePki("pki", plan)
     outputs: dict[str, Any] = {}
     if settings.admin_ssh_public_key:
@@ -70,33 +105,49 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         ssh_key = generated.public_key
         outputs["admin_ssh_private_key"] = generated.key_pem
 
-    etcd = EtcdCluster("etcd", ctx, "etcd", net.subnet_ids["etcd"], pki, ssh_key)
-    clusters = [etcd]
-    if plan.members_of("etcd-events"):
-        clusters.append(EtcdCluster("etcd-events", ctx, "etcd-events", net.subnet_ids["etcd-events"], pki, ssh_key))
-    api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo)
+    vpn_ip: pulumi.Input[str | None] = None
+    bgp_address: pulumi.Input[str | None] = None
+    boot_after: list[pulumi.Resource] = []  # what a first boot needs: the way to the site's mirrors
+    vpn_key: pulumi.Input[str] | None = None
+    if env.onprem.vpn is not None:
+        vpn_key = settings.vpn_shared_key or RandomSecret("vpn-shared-key", "secret").value
+        link = HybridLink("hybrid", ctx, net.subnet_ids["GatewaySubnet"], pulumi.Output.secret(vpn_key))
+        vpn_ip, bgp_address = link.public_ip, link.bgp_peering_address
+        outputs["vpn_shared_key"] = pulumi.Output.secret(vpn_key)
+        if any((env.mirrors.apt_proxy, env.mirrors.kubernetes, env.mirrors.registry)):
+            boot_after.append(link.connection)  # the mirrors are the site's, behind the tunnel
+    if settings.dns_forwarding is not None:
+        forwarder = DnsForwarder("dns", ctx, net.vnet.id, net.subnet_ids[dns.SUBNET], settings.dns_forwarding)
+        boot_after.append(forwarder.link)
+
+    etcd_roles = [r for r in ("etcd", "etcd-events") if plan.members_of(r)]
+    backups = EtcdBackups("backups", ctx, [net.subnet_ids[r] for r in etcd_roles])
+    clusters = [EtcdCluster(role, ctx, role, net.subnet_ids[role], pki, ssh_key, backups.container_url, boot_after)
+                for role in etcd_roles]
+    etcd = clusters[0]
+    api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo,
+                     boot_after)
     for pool in plan.pools:
         CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
-                  pki.worker_join(), settings.kubernetes_repo)
+                  pki.pool_join(), settings.kubernetes_repo, boot_after)
 
     vault_secrets: dict[str, pulumi.Input[str]] = {
         "bootstrap-token": pki.bootstrap_token.value,
         "service-account-key": pki.service_account.key_pem,
         **{f"{ca}-ca-key": pki.cas[ca].key_pem for ca in pki.cas},
     }
-    vpn_ip: pulumi.Input[str | None] = None
-    if env.onprem.vpn is not None:
-        shared_key = settings.vpn_shared_key or RandomSecret("vpn-shared-key", "secret").value
-        link = HybridLink("hybrid", ctx, net.subnet_ids["GatewaySubnet"], pulumi.Output.secret(shared_key))
-        vpn_ip = link.public_ip
-        vault_secrets["vpn-shared-key"] = shared_key
-        outputs["vpn_shared_key"] = pulumi.Output.secret(shared_key)
+    if pki.pool_bootstrap_token is not None:
+        vault_secrets["pool-bootstrap-token"] = pki.pool_bootstrap_token.value
+        outputs["pool_bootstrap_token"] = pulumi.Output.secret(pki.pool_bootstrap_token.value)  # the cluster layer's
+    if vpn_key is not None:
+        vault_secrets["vpn-shared-key"] = vpn_key
     vault = Vault("vault", ctx, vault_secrets)
 
-    writers = {name: vm.identity.apply(lambda i: (i.principal_id if i else None) or "")
-               for c in clusters for name, vm in c.vms.items()}
-    backups = EtcdBackups("backups", ctx, writers, [net.subnet_ids[r] for r in ("etcd", "etcd-events")
-                                                    if plan.members_of(r)])
+    for c in clusters:
+        for name, vm in c.vms.items():
+            backups.grant(name, vm.identity.apply(lambda i: (i.principal_id if i else None) or ""))
+    for i, operator in enumerate(settings.backup_operators):  # `skyrack etcd snapshot|restore` with Azure AD
+        backups.grant(f"operator-{i}", operator, principal_type="User")
 
     kube_ca, admin = pki.cas["kubernetes"], pki.certs["admin"]
     admin_kubeconfig = pulumi.Output.all(kube_ca.cert_pem, admin.cert_pem, admin.key_pem).apply(
@@ -117,7 +168,8 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         "resource_group": group.name,
         "dns_zone": env.dns_zone,
         "vnet_address_space": plan.vnet_address_space,
-        "onprem_routed_prefixes": [str(c) for c in env.onprem.cidrs] + plan.onprem_pod_ranges,
+        "onprem_routed_prefixes": onprem_prefixes(plan),
+        "vpn_bgp_peering_address": bgp_address,  # configure the on-prem device to peer with it (ASN 65515)
         "cert_expiry": pki.cert_expiry,
     })
     return outputs

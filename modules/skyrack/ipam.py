@@ -35,6 +35,8 @@ FIXED_SUBNETS: tuple[tuple[str, int], ...] = (
     ("apiservers", 28),
     ("etcd", 28),
     ("etcd-events", 28),
+    # Azure DNS Private Resolver's outbound endpoint (delegated; /28 is its minimum): on-prem names at boot.
+    ("dns-resolver", 28),
 )
 
 

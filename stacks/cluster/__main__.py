@@ -35,6 +35,7 @@ def main() -> None:
         admin_kubeconfig=ref.require_output("admin_kubeconfig"),
         scale_sets=ref.get_output("cloud_pool_scale_sets"),
         autoscaler_credentials=autoscaler_credentials(ref) if plan.pools else None,
+        pool_bootstrap_token=ref.require_output("pool_bootstrap_token") if plan.pools else None,
     )
     layer = ClusterLayer("cluster", plan, cp, wait_timeout_s=60 * (cfg.get_int("apiserverWaitMinutes") or 20))
     pulumi.export("concerns", list(layer.concerns))

@@ -24,6 +24,7 @@ from support import unwrap
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 NOW = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.UTC)
 TOKEN = "abcdef.0123456789abcdef"
+POOL_TOKEN = "pool01.fedcba9876543210"
 
 
 @dataclass
@@ -150,6 +151,8 @@ def run_program(env: str, program: Callable[[], None], *, preview: bool = False,
 def control_plane_outputs(p: planmod.Plan, ca: CA, **extra: Any):
     from skyrack.kube.layer import ControlPlane
 
+    if p.pools:  # the control-plane stack exports the pools' own token when there are pools
+        extra.setdefault("pool_bootstrap_token", pulumi.Output.secret(POOL_TOKEN))
     return ControlPlane(apiserver_endpoint=p.apiserver_endpoint, ca_cert_pem=ca.cert_pem,
                         bootstrap_token=pulumi.Output.secret(TOKEN),
                         admin_kubeconfig=pulumi.Output.secret(admin_kubeconfig(ca, p.apiserver_endpoint)), **extra)

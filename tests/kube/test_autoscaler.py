@@ -29,7 +29,8 @@ def test_one_scale_down_removes_at_most_the_configured_share(rendered, env, boun
     f = flags(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)
     share = r.plan.env.cluster.autoscaler.max_scale_down_share
     assert bound == math.floor(share * sum(p.max for p in r.plan.pools))  # the figure in the env file's comment
-    for key in ("--max-scale-down-parallelism", "--max-empty-bulk-delete", "--max-drain-parallelism"):
+    # In 1.31 --max-scale-down-parallelism bounds empty-node deletion too (what --max-empty-bulk-delete did).
+    for key in ("--max-scale-down-parallelism", "--max-drain-parallelism"):
         assert f[key] == [str(bound)], key
     minutes = r.plan.env.cluster.autoscaler.scale_down_unneeded_minutes
     assert f["--scale-down-delay-after-delete"] == [f"{minutes}m"]
@@ -74,3 +75,17 @@ def test_a_scale_down_share_above_half_is_refused(env_copy):
     (problem,) = exc.value.problems
     assert problem.path == "cluster.autoscaler.max_scale_down_share"
     assert "0.5" in problem.message
+
+
+# Flags cluster-autoscaler 1.31 marks DEPRECATED in its help text (cluster-autoscaler/main.go of the
+# release-1.31 branch): "max-empty-bulk-delete ... DEPRECATED: Use --max-scale-down-parallelism instead."
+# and "ignore-taint" (use --startup-taint). A deprecated flag is removed in a later release.
+DEPRECATED_IN_1_31 = {"--max-empty-bulk-delete", "--ignore-taint"}
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_no_flag_the_pinned_autoscaler_deprecates(rendered, env):
+    r = rendered(env)
+    assert r.plan.env.cluster.versions.cluster_autoscaler.rsplit(":", 1)[1].startswith("v1.31.")
+    f = flags(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)
+    assert not DEPRECATED_IN_1_31 & set(f)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from skyrack import config
-from skyrack.kube import batch, layer
+from skyrack.kube import batch, cloudpools, layer
 
 from .conftest import run_program
 from .placement import can_run_on, live_labels, pod_spec
@@ -45,13 +45,28 @@ def test_balloon_sizes_come_from_the_environment_file(rendered, env):
         assert pod_spec(m)["priorityClassName"] == "skyrack-balloon"
 
 
-def test_balloons_are_preempted_by_every_other_priority_and_never_preempt(rendered):
+def test_balloons_are_headroom_for_normal_work_that_preemptible_jobs_cannot_take(rendered):
+    """What balloons are for (docs/kube.md): free nodes on a team's racks, kept from preemptible jobs."""
     r = rendered("dev")
     classes = {o.manifest["metadata"]["name"]: o.manifest for o in r.objects("PriorityClass")}
     balloon = classes["skyrack-balloon"]
     assert balloon["preemptionPolicy"] == "Never"
-    assert all(balloon["value"] < c["value"] for n, c in classes.items() if n != "skyrack-balloon")
+    # normal (the default) and high preempt a balloon; a preemptible job cannot (lower priority)
+    for name in ("skyrack-normal", "skyrack-high"):
+        assert classes[name]["value"] > balloon["value"] and classes[name]["preemptionPolicy"] != "Never"
+    assert classes["skyrack-preemptible"]["value"] < balloon["value"]
     assert [n for n, c in classes.items() if c["globalDefault"]] == ["skyrack-normal"]
+    # Not expendable to cluster-autoscaler (pods below -10 neither trigger scale-up nor hold a node) ...
+    assert balloon["value"] >= batch.AUTOSCALER_EXPENDABLE_CUTOFF
+    flags = pod_spec(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)["containers"][0]["command"]
+    assert not any(f.startswith("--expendable-pods-priority-cutoff") for f in flags)  # the default, -10, applies
+    # ... and yet never a reason to scale a pool: no pool node can take it.
+    pod = pod_spec(r.one("Deployment", "balloon-robotics", batch.BALLOON_NAMESPACE).manifest)
+    for pool in r.plan.pools:
+        pool_labels = {"skyrack.io/env": r.plan.env.name, cloudpools.POOL_LABEL: pool.name,
+                       "kubernetes.io/os": "linux"}
+        assert not can_run_on(pod, pool_labels, [])
+    assert pod["terminationGracePeriodSeconds"] == 0  # a preempting job waits for nobody
     # outside every team's quota, or the quota would refuse the jobs that should preempt them
     assert batch.BALLOON_NAMESPACE not in {o.manifest["metadata"]["namespace"] for o in r.objects("ResourceQuota")}
 

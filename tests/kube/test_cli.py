@@ -35,9 +35,9 @@ def test_manifests_match_the_reviewed_golden_file(env):
 def test_manifests_command_prints_every_object_and_a_summary():
     proc = run_cli("kube", "manifests", str(CONFIGS / "dev.yaml"), "--json", check=True)
     groups = json.loads(proc.stdout)
-    assert set(groups) == {"Bootstrap", "Batch", "Scheduling", "Gpu", "Monitoring", "Autoscaler"}
+    assert set(groups) == {"Bootstrap", "Batch", "Scheduling", "Gpu", "Monitoring", "Autoscaler", "CloudPools"}
     count = sum(len(v) for v in groups.values())
-    assert proc.stderr.startswith(f"dev: {count} objects in 6 concerns")
+    assert proc.stderr.startswith(f"dev: {count} objects in 7 concerns")
     assert "<secret>" in json.dumps(groups["Bootstrap"])  # placeholders, never a real token
 
 

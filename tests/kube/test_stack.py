@@ -12,7 +12,7 @@ import pytest
 
 from support import is_secret
 
-from .conftest import TOKEN, Recorder, admin_kubeconfig, run_program
+from .conftest import POOL_TOKEN, TOKEN, Recorder, admin_kubeconfig, run_program
 
 PROGRAM = Path(__file__).resolve().parents[2] / "stacks" / "cluster" / "__main__.py"
 
@@ -34,7 +34,8 @@ class WithControlPlaneStack(Recorder):
 
 def control_plane_stack(ca, endpoint: str) -> dict:
     return {"apiserver_endpoint": endpoint, "ca_cert_pem": ca.cert_pem, "ca_cert_hash": ca.hash,
-            "bootstrap_token": TOKEN, "admin_kubeconfig": admin_kubeconfig(ca, endpoint),
+            "bootstrap_token": TOKEN, "pool_bootstrap_token": POOL_TOKEN,
+            "admin_kubeconfig": admin_kubeconfig(ca, endpoint),
             "etcd_endpoints": ["https://10.0.2.4:2379"], "resource_group": "skyrack-dev"}
 
 

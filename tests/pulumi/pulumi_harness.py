@@ -4,7 +4,7 @@
 `stacks/controlplane.run` and returns every registered resource (type, name, inputs)
 and the resolved stack outputs with their secretness. The mocks answer like Azure
 would in the ways the program relies on: resource IDs, a managed identity's principal
-ID, a public IP, the storage account's blob endpoint, the vault URI, and the PKI
+ID, a public IP, the VPN gateway's BGP address, the storage account's blob endpoint, the vault URI, and the PKI
 resources' real contents (the dynamic provider's own `make`, so real certificates).
 """
 
@@ -34,8 +34,11 @@ DYNAMIC = "pulumi-python:dynamic/skyrack:"
 # The input holding a resource's own Azure name, where it is not <lowerCamelType>Name.
 OWN_NAME = {"VirtualMachine": "vmName", "VirtualMachineScaleSet": "vmScaleSetName", "StorageAccount": "accountName",
             "BlobContainer": "containerName", "PrivateRecordSet": "relativeRecordSetName", "Vault": "vaultName",
-            "PrivateZone": "privateZoneName"}
-DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/"}
+            "PrivateZone": "privateZoneName", "PrivateResolverVirtualNetworkLink": "virtualNetworkLinkName"}
+MOCK_BGP_ADDRESS = "10.0.0.30"
+ONPREM_DNS = "10.64.0.53"
+DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/",
+                  "skyrack:onpremDnsServers": f'["{ONPREM_DNS}"]'}  # prod's mirrors are on-prem names
 
 
 
@@ -55,9 +58,11 @@ class AzureMocks(pulumi.runtime.Mocks):
     """`prior`: the PKI state of an earlier run, by resource name. Like the engine, a PKI resource
     whose provider `diff` asks for no replacement keeps that state instead of being created anew."""
 
-    def __init__(self, prior: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, prior: dict[str, dict[str, Any]] | None = None, subscription: str = SUBSCRIPTION) -> None:
         self.resources: list[Registered] = []
         self.prior = prior or {}
+        self.subscription = subscription
+        self.options: dict[tuple[str, str], pulumi.ResourceOptions | None] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         inputs = dict(args.inputs)
@@ -75,10 +80,13 @@ class AzureMocks(pulumi.runtime.Mocks):
         own = OWN_NAME.get(kind, kind[0].lower() + kind[1:] + "Name")
         name = plain.get(own) or args.name  # Azure's name, or Pulumi's auto-name stand-in
         group = plain.get("resourceGroupName", name)
-        rid = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/{kind}/{name}"
+        rid = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/{kind}/{name}"
         state = {**plain, "name": name, "id": rid}
         if kind in ("VirtualMachine", "VirtualMachineScaleSet"):
             state["identity"] = {**plain.get("identity", {}), "principalId": f"principal-{name}"}
+        elif kind == "VirtualNetworkGateway" and plain.get("enableBgp"):
+            # Azure gives the gateway a BGP address in GatewaySubnet (its last usable one).
+            state["bgpSettings"] = {**plain.get("bgpSettings", {}), "bgpPeeringAddress": MOCK_BGP_ADDRESS}
         elif kind == "PublicIPAddress":
             state["ipAddress"] = "20.0.0.1" if "vpn" in name else "20.0.0.2"
         elif kind == "StorageAccount":
@@ -90,7 +98,8 @@ class AzureMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
         if args.token == "azure-native:authorization:getClientConfig":
-            return {"clientId": "client", "objectId": "object", "subscriptionId": SUBSCRIPTION, "tenantId": TENANT}
+            return {"clientId": "client", "objectId": "object", "subscriptionId": self.subscription,
+                    "tenantId": TENANT}
         raise NotImplementedError(args.token)
 
 
@@ -100,6 +109,7 @@ class StackRun:
     resources: list[Registered]
     outputs: dict[str, Any]
     secret_outputs: set[str]
+    options: dict[tuple[str, str], pulumi.ResourceOptions | None] = field(default_factory=dict)
 
     def of_type(self, suffix: str) -> list[Registered]:
         return [r for r in self.resources if r.typ.endswith(suffix)]
@@ -122,12 +132,16 @@ def run_stack(name: str, configs_dir: Path = CONFIGS, config: dict[str, str] | N
     pulumi.runtime.set_all_config(DEFAULT_CONFIG if config is None else config)
     box: dict[str, Any] = {}
 
+    def record(args: pulumi.ResourceTransformationArgs) -> None:
+        mocks.options[(args.type_, args.name)] = args.opts  # what the engine would be told (mocks see inputs only)
+
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
+        pulumi.runtime.register_stack_transformation(record)
         outputs = controlplane.run(name, configs_dir)
         box["secret"] = {k: asyncio.ensure_future(pulumi.Output.from_input(v).is_secret()) for k, v in outputs.items()}
         return pulumi.Output.from_input(outputs).apply(lambda v: box.update(values=v))
 
     program()
     secret = {k for k, fut in box["secret"].items() if fut.result()}
-    return StackRun(name, mocks.resources, box["values"], secret)
+    return StackRun(name, mocks.resources, box["values"], secret, mocks.options)

@@ -32,5 +32,5 @@ def test_golden_files_hold_no_generated_secret(request: pytest.FixtureRequest) -
         run: StackRun = request.getfixturevalue(name)
         text = snapshot(run)
         assert "PRIVATE KEY" not in text and "BEGIN CERTIFICATE" not in text
-        assert run.outputs["bootstrap_token"] not in text
+        assert run.outputs["bootstrap_token"] not in text and run.outputs["pool_bootstrap_token"] not in text
         assert run.outputs["vpn_shared_key"] not in text

@@ -39,13 +39,14 @@ def test_missing_kubernetes_repository_registers_nothing() -> None:
 
 
 def test_prod_takes_its_repository_from_the_environment() -> None:
-    run = run_stack("prod", config={})
+    run = run_stack("prod", config={k: v for k, v in DEFAULT_CONFIG.items() if k != "skyrack:kubernetesAptRepo"})
     assert run.outputs["apiserver_endpoint"].startswith("https://")
 
 
 def test_static_routes_without_an_asn(env_copy) -> None:
     path = env_copy("dev")
-    text = path.read_text().replace("vpn: {peer_ip: 198.51.100.10, asn: 65010}", "vpn: {peer_ip: 198.51.100.10}")
+    text = path.read_text().replace("vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 10.64.255.254}",
+                                    "vpn: {peer_ip: 198.51.100.10}")
     path.write_text(text)
     run = run_stack("dev", path.parent)
     gateway = run.one("network:VirtualNetworkGateway", "vpn-gateway").plain
@@ -56,10 +57,11 @@ def test_static_routes_without_an_asn(env_copy) -> None:
 
 def test_no_vpn_no_gateway(env_copy) -> None:
     path = env_copy("dev")
-    path.write_text(path.read_text().replace("  vpn: {peer_ip: 198.51.100.10, asn: 65010}\n", ""))
+    path.write_text(path.read_text().replace("  vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 10.64.255.254}\n",
+                                             ""))
     run = run_stack("dev", path.parent)
     assert not run.of_type("network:VirtualNetworkGateway") and not run.of_type("network:LocalNetworkGateway")
-    assert run.outputs["vpn_gateway_ip"] is None
+    assert run.outputs["vpn_gateway_ip"] is None and run.outputs["vpn_bgp_peering_address"] is None
     assert "GatewaySubnet" in {s["name"] for s in run.one("network:VirtualNetwork", "vnet").plain["subnets"]}
 
 
@@ -77,4 +79,60 @@ def test_the_lab_has_no_azure_stack() -> None:
     mocks = AzureMocks()
     with pytest.raises(pulumi.RunError, match="lab: a lab environment runs on this machine"):
         run_stack("lab", mocks=mocks)
+    assert mocks.resources == []
+
+
+DEV_VPN = "vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 10.64.255.254}"
+
+
+@pytest.mark.parametrize(("vpn", "message"), [
+    ("vpn: {peer_ip: 198.51.100.10, asn: 65010}", "onprem.vpn: bgp_peer_ip is required when asn is set"),
+    ("vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 198.51.100.10}",
+     "onprem.vpn: bgp_peer_ip 198.51.100.10 is not a private address"),
+    ("vpn: {peer_ip: 198.51.100.10, bgp_peer_ip: 10.64.255.254}", "onprem.vpn: bgp_peer_ip is set but asn is not"),
+])
+def test_bgp_needs_a_private_peer_address(env_copy, vpn: str, message: str) -> None:
+    path = env_copy("dev")
+    path.write_text(path.read_text().replace(DEV_VPN, vpn))
+    mocks = AzureMocks()
+    with pytest.raises(pulumi.RunError, match=message):
+        run_stack("dev", path.parent, mocks=mocks)
+    assert mocks.resources == []
+
+
+def test_operator_networks_reach_6443_over_the_vpn_and_admin_ranges_open_the_firewalls(env_copy) -> None:
+    path = env_copy("dev")
+    # A private range in admin_cidrs keeps its old meaning (an operator network), next to the new field.
+    path.write_text(path.read_text().replace("admin_cidrs: [203.0.113.0/24]",
+                                             "admin_cidrs: [203.0.113.0/24, 192.168.7.0/24, 198.51.100.7/32]\n"
+                                             "  operator_cidrs: [172.16.8.0/24, 10.64.9.0/24]"))
+    run = run_stack("dev", path.parent)
+    nsg = run.one("network:NetworkSecurityGroup", "nsg-apiservers").plain
+    rule = next(r for r in nsg["securityRules"] if r["name"] == "apiserver-from-operators")
+    assert rule["sourceAddressPrefixes"] == ["172.16.8.0/24", "10.64.9.0/24", "192.168.7.0/24"]
+    assert rule["destinationPortRange"] == "6443"
+    # Replies to operators go back over the tunnel; 10.64.9.0/24 is already inside onprem.cidrs.
+    local = run.one("network:LocalNetworkGateway", "onprem-gateway").plain
+    prefixes = local["localNetworkAddressSpace"]["addressPrefixes"]
+    assert "172.16.8.0/24" in prefixes and "192.168.7.0/24" in prefixes and "10.64.9.0/24" not in prefixes
+    # The firewalls take public addresses only (Azure refuses private ranges and /32 there).
+    storage = run.of_type("storage:StorageAccount")[0].plain
+    assert [r["iPAddressOrRange"] for r in storage["networkRuleSet"]["ipRules"]] == ["203.0.113.0/24",
+                                                                                    "198.51.100.7"]
+    vault = run.of_type("keyvault:Vault")[0].plain
+    assert [r["value"] for r in vault["properties"]["networkAcls"]["ipRules"]] == ["203.0.113.0/24",
+                                                                                  "198.51.100.7/32"]
+
+
+@pytest.mark.parametrize(("operators", "message"), [
+    ("[203.0.113.0/24]", "azure.operator_cidrs: 203.0.113.0/24 is not a private range"),
+    ("[10.0.5.0/24]", "azure: operator_cidrs 10.0.5.0/24 overlap vnet_cidr"),
+])
+def test_bad_operator_networks_register_nothing(env_copy, operators: str, message: str) -> None:
+    path = env_copy("dev")
+    path.write_text(path.read_text().replace("admin_cidrs: [203.0.113.0/24]",
+                                             f"admin_cidrs: [203.0.113.0/24]\n  operator_cidrs: {operators}"))
+    mocks = AzureMocks()
+    with pytest.raises(pulumi.RunError, match=message):
+        run_stack("dev", path.parent, mocks=mocks)
     assert mocks.resources == []

@@ -45,3 +45,30 @@ def test_the_provider_travels_to_pulumis_dynamic_provider_process(tmp_path) -> N
     out = subprocess.run([sys.executable, "-c", code, str(blob)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": modules})
     assert out.stdout.startswith("sha256:")
+
+
+def test_role_assignment_names_are_stable_and_unique_per_subscription(dev: StackRun) -> None:
+    """Names are GUIDs unique in the tenant: the same environment in two subscriptions must not collide."""
+    names = lambda run: sorted(r.plain["roleAssignmentName"] for r in run.of_type("authorization:RoleAssignment"))  # noqa: E731
+    again = run_stack("dev", mocks=AzureMocks(prior=dev.pki_state()))
+    assert names(again) == names(dev) and len(set(names(dev))) == len(names(dev)) == 3
+    elsewhere = run_stack("dev", mocks=AzureMocks(subscription="22222222-2222-2222-2222-222222222222"))
+    assert not set(names(elsewhere)) & set(names(dev))
+
+
+def test_one_member_can_be_replaced_with_its_fixed_names_and_address(stack: StackRun) -> None:
+    """`pulumi up --replace <urn of a VM>`: delete first (fixed names), keep the NIC (fixed IP, LB, DNS)."""
+    vms = stack.of_type("compute:VirtualMachine")
+    nics = {n.state["id"]: n for n in stack.of_type("network:NetworkInterface")}
+    assert len(vms) == len(nics) > 0
+    for vm in vms:
+        opts = stack.options[("azure-native:compute:VirtualMachine", vm.name)]
+        assert opts is not None and opts.delete_before_replace, vm.name  # its vmName and OS disk name are fixed
+        assert "osProfile.customData" in opts.ignore_changes  # no rolling of several members by accident
+        (ref,) = vm.plain["networkProfile"]["networkInterfaces"]
+        assert ref["deleteOption"] == "Detach", vm.name  # Pulumi owns the NIC; Azure must not delete it
+        nic = nics[ref["id"]]
+        nic_opts = stack.options[("azure-native:network:NetworkInterface", nic.name)]
+        assert not (nic_opts and nic_opts.delete_before_replace)  # the NIC stays: same address for the new VM
+    # The OS disk is the VM's own (not a Pulumi resource): deleted with it, recreated from the image.
+    assert all(vm.plain["storageProfile"]["osDisk"]["deleteOption"] == "Delete" for vm in vms)

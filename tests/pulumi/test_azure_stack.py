@@ -11,10 +11,11 @@ from pathlib import Path
 
 import nsg_eval as nsg
 import yaml
-from pulumi_harness import SUBSCRIPTION, Registered, StackRun
+from pulumi_harness import MOCK_BGP_ADDRESS, SUBSCRIPTION, Registered, StackRun
 
 from skyrack import pki
 from skyrack import plan as planmod
+from skyrack.kube import cloudpools
 from support import is_secret
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -151,7 +152,7 @@ def test_etcd_ports_only_from_apiservers_and_own_cluster(stack: StackRun) -> Non
         assert reaches(stack, b.ip, a.ip, 2379) and reaches(stack, b.ip, a.ip, 2380)
         for pool in p.pools:
             assert not reaches(stack, sample(pool.pod_cidr)[0], a.ip, 2379)
-        for admin in p.env.azure.admin_cidrs:
+        for admin in [*p.env.azure.admin_cidrs, *p.env.azure.operator_networks]:
             assert not reaches(stack, sample(str(admin))[0], a.ip, 2379)
     if p.members_of("etcd-events"):
         main, events = p.members_of("etcd")[0], p.members_of("etcd-events")[0]
@@ -165,11 +166,13 @@ def test_apiserver_port_only_from_allowed_sources(stack: StackRun) -> None:
     api = p.members_of("apiserver")
     allowed = [sample(str(c))[1] for c in p.env.onprem.cidrs] + [sample(r)[0] for r in p.onprem_pod_ranges]
     allowed += [sample(pool.pod_cidr)[2] for pool in p.pools] + [api[1].ip, nsg.AZURE_LB_PROBE]
-    allowed += [sample(str(c))[0] for c in p.env.azure.admin_cidrs]
+    allowed += [sample(str(c))[0] for c in p.env.azure.operator_networks]
     for src in allowed:
         assert reaches(stack, src, p.apiserver_lb_ip, 6443), src
         assert reaches(stack, src, api[0].ip, 6443), src
-    for src in ("8.8.8.8", p.members_of("etcd")[0].ip):
+    # Public admin ranges open the Key Vault and Storage firewalls, not the (internal) API server.
+    public = [sample(str(c))[0] for c in p.env.azure.public_admin_networks]
+    for src in ("8.8.8.8", p.members_of("etcd")[0].ip, *public):
         assert not reaches(stack, src, api[0].ip, 6443), src
     # Nothing but 6443: not even SSH from the admins' networks.
     for src in allowed:
@@ -193,7 +196,8 @@ def test_vpn_routes_onprem_nodes_and_pods(stack: StackRun) -> None:
     local = stack.one("network:LocalNetworkGateway", "onprem-gateway").plain
     assert local["gatewayIpAddress"] == str(p.env.onprem.vpn.peer_ip)
     prefixes = local["localNetworkAddressSpace"]["addressPrefixes"]
-    assert prefixes == [str(c) for c in p.env.onprem.cidrs] + p.onprem_pod_ranges
+    assert prefixes == [str(c) for c in p.env.onprem.cidrs] + p.onprem_pod_ranges + [f"{p.env.onprem.vpn.bgp_peer_ip}/32"]
+    assert stack.outputs["onprem_routed_prefixes"] == prefixes
     covered = [ipaddress.ip_network(x) for x in local["localNetworkAddressSpace"]["addressPrefixes"]]
     for node in p.nodes:
         assert any(ipaddress.ip_network(node.pod_cidr).subnet_of(c) for c in covered), node.name
@@ -211,7 +215,12 @@ def test_bgp_when_an_asn_is_set(stack: StackRun) -> None:
     assert vpn.asn is not None  # both shipped environments peer over BGP
     assert gateway["enableBgp"] and connection["enableBgp"]
     assert local["bgpSettings"]["asn"] == vpn.asn
-    assert local["bgpSettings"]["bgpPeeringAddress"] == str(vpn.bgp_peer_ip or vpn.peer_ip)
+    assert local["bgpSettings"]["bgpPeeringAddress"] == str(vpn.bgp_peer_ip)
+    assert vpn.bgp_peer_ip.is_private and vpn.bgp_peer_ip != vpn.peer_ip
+    # Azure peers with the device's private address only if that /32 is routed to the tunnel.
+    assert f"{vpn.bgp_peer_ip}/32" in local["localNetworkAddressSpace"]["addressPrefixes"]
+    # The device needs Azure's own BGP address: exported.
+    assert stack.outputs["vpn_bgp_peering_address"] == MOCK_BGP_ADDRESS
 
 
 # ----------------------------------------------------------------------------- cloud pools
@@ -372,7 +381,7 @@ def test_secrets_are_secret(stack: StackRun) -> None:
     for secret in stack.of_type("keyvault:Secret"):
         assert is_secret(secret.inputs["properties"]), secret.name
     names = {s.plain["secretName"] for s in stack.of_type("keyvault:Secret")}
-    assert {"bootstrap-token", "kubernetes-ca-key", "etcd-ca-key", "vpn-shared-key"} <= names
+    assert {"bootstrap-token", "pool-bootstrap-token", "kubernetes-ca-key", "etcd-ca-key", "vpn-shared-key"} <= names
     # No private key or token appears in any output that is not secret.
     secrets = [r.state["key_pem"] for r in stack.resources if r.state.get("key_pem")]
     secrets += [r.state["value"] for r in stack.resources if r.state.get("value")]
@@ -391,8 +400,13 @@ def test_cloud_pool_nodes_join_as_workers(stack: StackRun) -> None:
         join = yaml.safe_load(file_in(config, "/etc/skyrack/kubeadm.yaml"))
         assert join["kind"] == "JoinConfiguration" and "controlPlane" not in join
         assert join["discovery"]["bootstrapToken"]["apiServerEndpoint"] == stack.outputs["apiserver_endpoint"][8:]
-        assert join["discovery"]["bootstrapToken"]["token"] == stack.outputs["bootstrap_token"]
+        # The pools' own token (the cluster layer gives it no expiry), never the racks' expiring one.
+        assert join["discovery"]["bootstrapToken"]["token"] == stack.outputs["pool_bootstrap_token"]
+        assert stack.outputs["pool_bootstrap_token"] != stack.outputs["bootstrap_token"]
+        assert "pool_bootstrap_token" in stack.secret_outputs
         assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [stack.outputs["ca_cert_hash"]]
-        labels = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}["node-labels"]
-        assert f"skyrack.io/pool={pool.name}" in labels.split(",")
+        kubelet = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}
+        assert f"{cloudpools.POOL_LABEL}={pool.name}" in kubelet["node-labels"].split(",")
+        # Tainted until cloud-node-manager sets the providerID cluster-autoscaler maps to the instance.
+        assert kubelet["cloud-provider"] == "external"
         assert "taints" not in join["nodeRegistration"]

@@ -24,7 +24,8 @@ class ApiServers(pulumi.ComponentResource):
     vms: dict[str, compute.VirtualMachine]
 
     def __init__(self, name: str, ctx: Context, subnet_id: pulumi.Input[str], pki: ControlPlanePki,
-                 ssh_public_key: pulumi.Input[str], kubernetes_repo: str, opts: pulumi.ResourceOptions | None = None):
+                 ssh_public_key: pulumi.Input[str], kubernetes_repo: str,
+                 boot_after: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("skyrack:azure:ApiServers", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         plan = ctx.plan
@@ -58,6 +59,7 @@ class ApiServers(pulumi.ComponentResource):
             user_data = pki.apiserver(member).apply(
                 lambda p, m=member: cloud_init.apiserver(plan, m, p, kubernetes_repo=kubernetes_repo))
             self.vms[member.name] = control_plane_vm(ctx, member, subnet_id, user_data, ssh_public_key, self,
-                                                     backend_pool_id=backend, depends_on=[self.load_balancer])
+                                                     backend_pool_id=backend, depends_on=[self.load_balancer],
+                                                     boot_after=boot_after)
         self.endpoint = plan.apiserver_endpoint
         self.register_outputs({"endpoint": self.endpoint})

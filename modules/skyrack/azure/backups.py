@@ -1,13 +1,17 @@
 """Storage for etcd snapshots: a private, zone-redundant storage account and container.
 
 Only the etcd members write, with their VMs' managed identities (Storage Blob Data
-Contributor on the container; no account keys). Blobs older than
-`backups.retention_days` are deleted by a lifecycle rule. Taking the snapshots is the
-members' job (a timer in their cloud-init), not this module's.
+Contributor on the container; no account keys), and operators listed in stack config
+`skyrack:backupOperators` (principal IDs) get the same role for `skyrack etcd
+snapshot|restore`. Blobs older than `backups.retention_days` are deleted by a lifecycle
+rule. Taking the snapshots is the members' job (a timer in their cloud-init, which gets
+`container_url`), not this module's. The account comes first (the members' user-data names
+it) and the writers' role assignments after the VMs (`grant`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import uuid
 
@@ -19,12 +23,27 @@ from .context import Context
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Azure built-in role
 
 
+def assignment_name(scope: pulumi.Input[str], principal: pulumi.Input[str],
+                    role: pulumi.Input[str]) -> pulumi.Output[str]:
+    """A role assignment's name: a GUID unique in the tenant, the same on every run (ARM's `guid(scope, principal,
+    role)`). The scope holds the subscription, so one environment in two subscriptions never collides, and a
+    replaced VM (a new principal) gets a new assignment instead of a conflict with its predecessor's."""
+    return pulumi.Output.all(scope, principal, role).apply(
+        lambda v: str(uuid.uuid5(uuid.NAMESPACE_URL, "skyrack/role-assignment/" + "/".join(v))))
+
+
+def ip_rule(net: ipaddress.IPv4Network) -> str:
+    """A Storage firewall entry: a single address is written without /32 (Storage refuses /31 and /32)."""
+    return str(net.network_address) if net.prefixlen == 32 else str(net)
+
+
 class EtcdBackups(pulumi.ComponentResource):
-    def __init__(self, name: str, ctx: Context, writers: dict[str, pulumi.Input[str]],
-                 writer_subnet_ids: list[pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None):
-        """`writers`: member name -> principal ID of its VM's managed identity; their subnets may connect."""
+    def __init__(self, name: str, ctx: Context, writer_subnet_ids: list[pulumi.Input[str]],
+                 opts: pulumi.ResourceOptions | None = None):
+        """`writer_subnet_ids`: the subnets the members' snapshots come from (service endpoint)."""
         super().__init__("skyrack:azure:EtcdBackups", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        self._ctx = ctx
+        child = self._child = pulumi.ResourceOptions(parent=self)
         env = ctx.plan.env
         # No account_name: Pulumi auto-names it (global, 3-24 lowercase letters and digits).
         self.account = storage.StorageAccount(
@@ -35,8 +54,8 @@ class EtcdBackups(pulumi.ComponentResource):
             network_rule_set={"default_action": "Deny", "bypass": "AzureServices",
                               "virtual_network_rules": [{"virtual_network_resource_id": s, "action": "Allow"}
                                                         for s in writer_subnet_ids],
-                              "ip_rules": [{"ip_address_or_range": str(c), "action": "Allow"}
-                                           for c in env.azure.admin_cidrs]},
+                              "ip_rules": [{"i_p_address_or_range": ip_rule(c), "action": "Allow"}
+                                           for c in env.azure.public_admin_networks]},
             **ctx.common(), opts=child)
         container = env.backups.container
         self.container = storage.BlobContainer(
@@ -50,15 +69,15 @@ class EtcdBackups(pulumi.ComponentResource):
                 "filters": {"blob_types": ["blockBlob"], "prefix_match": [f"{container}/"]},
                 "actions": {"base_blob": expire},
             }}]}, opts=child)
-        role = pulumi.Output.concat("/subscriptions/", ctx.subscription_id,
-                                    f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
-        for member, principal in writers.items():
-            authorization.RoleAssignment(
-                f"backup-writer-{member}",
-                # Role assignment names are GUIDs; derive one so it is the same on every run.
-                role_assignment_name=str(uuid.uuid5(uuid.NAMESPACE_URL, f"skyrack/{env.name}/etcd-backup/{member}")),
-                principal_id=principal, principal_type="ServicePrincipal", role_definition_id=role,
-                scope=self.container.id, opts=child)
+        self._role = pulumi.Output.concat("/subscriptions/", ctx.subscription_id,
+                                          f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
         self.container_url: pulumi.Output[str] = pulumi.Output.concat(
             self.account.primary_endpoints.apply(lambda e: (e.blob if e else "") or ""), container)
         self.register_outputs({"container_url": self.container_url})
+
+    def grant(self, who: str, principal: pulumi.Input[str], principal_type: str = "ServicePrincipal") -> None:
+        """Storage Blob Data Contributor on the container: a member's VM identity, or an operator (`User`, `Group`)."""
+        authorization.RoleAssignment(
+            f"backup-writer-{who}", role_assignment_name=assignment_name(self.container.id, principal, self._role),
+            principal_id=principal, principal_type=principal_type, role_definition_id=self._role,
+            scope=self.container.id, opts=self._child)

@@ -8,7 +8,8 @@ layout of AKS's Azure CNI). The plan's `pools` node subnet is therefore not crea
 
 Control-plane VMs have no public addresses; a NAT gateway gives them outbound access
 (package mirrors, container images). Members are named in a private DNS zone
-(`<env>.skyrack.internal`), plus `api.<zone>` for the load balancer.
+(`<env>.skyrack.internal`), plus `api.<zone>` for the load balancer. With on-prem mirror
+names, the delegated subnet `dns-resolver` holds the DNS Private Resolver (`dns`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ import pulumi
 from pulumi_azure_native import network, privatedns
 
 from .. import certs
-from . import rules
+from . import dns, rules
 from .context import Context
 
 CONTROL_PLANE_SUBNETS = ("apiservers", "etcd", "etcd-events")
 
 
-def subnet_layout(ctx: Context) -> dict[str, str]:
+def subnet_layout(ctx: Context, dns_resolver: bool = False) -> dict[str, str]:
     """Subnets that exist in Azure: name -> CIDR, in a stable order."""
     plan = ctx.plan
     out = {"GatewaySubnet": plan.subnets["GatewaySubnet"]}
     out.update({name: plan.subnets[name] for name in CONTROL_PLANE_SUBNETS
                 if name != "etcd-events" or plan.members_of("etcd-events")})
+    if dns_resolver:
+        out[dns.SUBNET] = plan.subnets[dns.SUBNET]
     out.update({rules.pool_subnet(p.name): p.pod_cidr for p in plan.pools})
     return out
 
@@ -50,7 +53,8 @@ def security_rule(rule: rules.Rule) -> dict[str, object]:
 class Network(pulumi.ComponentResource):
     subnet_ids: dict[str, pulumi.Output[str]]
 
-    def __init__(self, name: str, ctx: Context, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, ctx: Context, dns_resolver: bool = False, opts: pulumi.ResourceOptions | None = None):
+        """`dns_resolver`: add the delegated subnet of the DNS Private Resolver (see `dns`)."""
         super().__init__("skyrack:azure:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         plan, prefix = ctx.plan, ctx.prefix
@@ -70,10 +74,13 @@ class Network(pulumi.ComponentResource):
         }
 
         subnets = []
-        for subnet, cidr in subnet_layout(ctx).items():
+        layout = subnet_layout(ctx, dns_resolver)
+        for subnet, cidr in layout.items():
             spec: dict[str, object] = {"name": subnet, "address_prefix": cidr}
             nsg = rules.subnet_nsg(subnet)
-            if nsg is not None:
+            if subnet == dns.SUBNET:
+                spec["delegations"] = [{"name": "dns-resolver", "service_name": dns.DELEGATION}]
+            elif nsg is not None:
                 spec["network_security_group"] = {"id": self.nsgs[nsg].id}
                 spec["nat_gateway"] = {"id": self.nat.id}
                 spec["private_endpoint_network_policies"] = "Disabled"
@@ -83,7 +90,7 @@ class Network(pulumi.ComponentResource):
         self.vnet = network.VirtualNetwork(
             "vnet", virtual_network_name=prefix, address_space={"address_prefixes": plan.vnet_address_space},
             subnets=subnets, **ctx.common(), opts=child)
-        self.subnet_ids = {s: pulumi.Output.concat(self.vnet.id, "/subnets/", s) for s in subnet_layout(ctx)}
+        self.subnet_ids = {s: pulumi.Output.concat(self.vnet.id, "/subnets/", s) for s in layout}
 
         self.dns_zone = privatedns.PrivateZone(
             "dns-zone", private_zone_name=plan.env.dns_zone, location="Global",

@@ -125,7 +125,9 @@ class ControlPlanePki(pulumi.ComponentResource):
         self.cas = {ca: CertificateAuthority(f"{ca}-ca", certs.ca_common_name(plan, ca), child) for ca in certs.CAS}
         self.certs = {s.key: Certificate(s, self.cas[s.ca], child) for s in certs.specs(plan)}
         self.service_account = KeyPair("service-account", "keypair", child)
-        self.bootstrap_token = RandomSecret("bootstrap-token", "token", child)
+        self.bootstrap_token = RandomSecret("bootstrap-token", "token", child)  # racks: expires (cluster layer)
+        # Cloud pools carry their token in the scale set's model for its whole life: their own, without expiry.
+        self.pool_bootstrap_token = (RandomSecret("pool-bootstrap-token", "token", child) if plan.pools else None)
         kube = self.cas["kubernetes"]
         self.ca_cert_hash: pulumi.Output[str] = kube.cert_hash
         self.cert_expiry: pulumi.Output[str] = pulumi.Output.all(
@@ -147,5 +149,8 @@ class ControlPlanePki(pulumi.ComponentResource):
             self.bootstrap_token.value, kube.cert_hash,
         ).apply(lambda v: ApiServerPki(*v))
 
-    def worker_join(self) -> pulumi.Output[WorkerJoin]:
-        return pulumi.Output.all(self.bootstrap_token.value, self.ca_cert_hash).apply(lambda v: WorkerJoin(*v))
+    def pool_join(self) -> pulumi.Output[WorkerJoin]:
+        """What a cloud-pool node joins with: the pools' own token (never the racks' expiring one)."""
+        if self.pool_bootstrap_token is None:
+            raise ValueError("the environment has no cloud pools")
+        return pulumi.Output.all(self.pool_bootstrap_token.value, self.ca_cert_hash).apply(lambda v: WorkerJoin(*v))

@@ -29,7 +29,7 @@ def ip_configurations(pool: PoolPlan, subnet_id: pulumi.Input[str]) -> list[dict
 class CloudPool(pulumi.ComponentResource):
     def __init__(self, name: str, ctx: Context, pool: PoolPlan, subnet_id: pulumi.Input[str],
                  ssh_public_key: pulumi.Input[str], join: pulumi.Output[cloud_init.WorkerJoin], kubernetes_repo: str,
-                 opts: pulumi.ResourceOptions | None = None):
+                 boot_after: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("skyrack:azure:CloudPool", name, None, opts)
         plan, env = ctx.plan, ctx.plan.env
         user_data = join.apply(lambda j: custom_data(
@@ -56,5 +56,5 @@ class CloudPool(pulumi.ComponentResource):
                 "diagnostics_profile": {"boot_diagnostics": {"enabled": True}},
             },
             resource_group_name=ctx.resource_group, location=ctx.location, tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"]))
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"], depends_on=boot_after or []))
         self.register_outputs({"name": self.scale_set.name})

@@ -5,7 +5,8 @@ mirrors through the NAT gateway):
 
 * API servers: 6443 only from on-prem (node CIDRs and their routed pod ranges), the
   cloud pools (their subnets hold node and pod addresses), the control plane itself,
-  `azure.admin_cidrs`, and Azure's load-balancer health probe.
+  the operator networks (`azure.operator_cidrs`, over the VPN), and Azure's load-balancer
+  health probe.
 * etcd and events etcd: client port 2379 only from the API-server subnet and the
   cluster's own subnet (etcdctl on a member); peer port 2380 only from the cluster's
   own subnet, so the two etcd clusters cannot even reach each other's peer port.
@@ -57,8 +58,9 @@ def nsg_rules(plan: Plan) -> dict[str, list[Rule]]:
     if pools:
         api.append(Rule("apiserver-from-cloud-pools", 110, pools, APISERVER_PORT))
     api.append(Rule("apiserver-from-control-plane", 120, (s["apiservers"],), APISERVER_PORT))
-    if env.azure.admin_cidrs:
-        api.append(Rule("apiserver-from-admins", 130, tuple(str(c) for c in env.azure.admin_cidrs), APISERVER_PORT))
+    if env.azure.operator_networks:
+        api.append(Rule("apiserver-from-operators", 130, tuple(str(c) for c in env.azure.operator_networks),
+                        APISERVER_PORT))
     api += [Rule("apiserver-health-probe", 140, ("AzureLoadBalancer",), APISERVER_PORT), _deny_all()]
     out = {"apiservers": api}
     for cluster in (c for c in ("etcd", "etcd-events") if plan.members_of(c)):

@@ -2,8 +2,8 @@
 
 Pulumi state already holds these as secrets; the vault is where people and machines
 outside Pulumi read them (RBAC authorisation, so access is an Azure role assignment,
-not a vault policy). Data-plane access only from `azure.admin_cidrs` and Azure
-services; secrets are written through Azure Resource Manager.
+not a vault policy). Data-plane access only from the public `azure.admin_cidrs` and
+Azure services; secrets are written through Azure Resource Manager.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Vault(pulumi.ComponentResource):
                 "enable_rbac_authorization": True, "enable_soft_delete": True, "soft_delete_retention_in_days": 90,
                 "enable_purge_protection": True,
                 "network_acls": {"default_action": "Deny", "bypass": "AzureServices",
-                                 "ip_rules": [{"value": str(c)} for c in env.azure.admin_cidrs]},
+                                 "ip_rules": [{"value": str(c)} for c in env.azure.public_admin_networks]},
             }, **ctx.common(), opts=child)
         for secret_name, value in secrets.items():
             keyvault.Secret(f"kv-{secret_name}", secret_name=secret_name, vault_name=self.vault.name,

@@ -4,6 +4,13 @@ Debian 12 because the etcd members run Debian's etcd-server package, as the lab 
 The VM boots from cloud-init user-data rendered by `skyrack.render.cloud_init`; later
 changes to that text do not replace a running member (`ignore_changes`): roll members
 one at a time with `pulumi up --replace <urn>` (see docs/azure.md).
+
+Replacing one member must work with fixed names and a fixed address: the VM is deleted
+before its replacement is created (`delete_before_replace`: its name and OS disk name are
+free again), and its NIC is a Pulumi resource that outlives it (`deleteOption: Detach`),
+so the new VM takes over the same NIC, private address, load-balancer membership and DNS
+record. Azure deleting the NIC with the VM (`Delete`) would leave Pulumi's state pointing
+at a NIC that no longer exists.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from .context import Context
 
 DEBIAN_12 = {"publisher": "Debian", "offer": "debian-12", "sku": "12-gen2", "version": "latest"}
 ADMIN_USER = "skyrack"
-CUSTOM_DATA_LIMIT = 64 * 1024  # bytes of user-data Azure accepts (before base64)
+CUSTOM_DATA_LIMIT = 65535  # bytes of user-data Azure accepts, decoded ("at most 65535 bytes" in the VM API)
 
 
 def custom_data(user_data: str) -> str:
@@ -36,7 +43,9 @@ def linux_configuration(ssh_public_key: pulumi.Input[str]) -> dict[str, object]:
 def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str], user_data: pulumi.Output[str],
                      ssh_public_key: pulumi.Input[str], parent: pulumi.Resource,
                      backend_pool_id: pulumi.Input[str] | None = None,
-                     depends_on: list[pulumi.Resource] | None = None) -> compute.VirtualMachine:
+                     depends_on: list[pulumi.Resource] | None = None,
+                     boot_after: list[pulumi.Resource] | None = None) -> compute.VirtualMachine:
+    """`boot_after`: what the first boot needs in place (the VPN connection, on-prem DNS forwarding)."""
     name = f"{ctx.prefix}-{member.name}"
     ip_config: dict[str, object] = {"name": "primary", "primary": True, "private_ip_allocation_method": "Static",
                                     "private_ip_address": member.ip, "subnet": {"id": subnet_id}}
@@ -56,8 +65,9 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
                          "os_disk": {"name": f"{name}-os", "create_option": "FromImage", "caching": "ReadWrite",
                                      "disk_size_gb": 64, "delete_option": "Delete",
                                      "managed_disk": {"storage_account_type": "Premium_LRS"}}},
-        network_profile={"network_interfaces": [{"id": nic.id, "primary": True, "delete_option": "Delete"}]},
+        network_profile={"network_interfaces": [{"id": nic.id, "primary": True, "delete_option": "Detach"}]},
         diagnostics_profile={"boot_diagnostics": {"enabled": True}},  # boot log (cloud-init output), serial console
         identity={"type": "SystemAssigned"},
         **ctx.common(),
-        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["osProfile.customData"]))
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["osProfile.customData"],
+                                    delete_before_replace=True, depends_on=boot_after or []))

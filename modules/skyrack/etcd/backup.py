@@ -1,9 +1,16 @@
 """etcd snapshots in the environment's Blob container: streamed up, listed, fetched for a restore.
 
 Blob names are `<environment>/<cluster>/<UTC time>.db`; each carries its SHA-256 and
-the cluster revision as metadata. In Azure the container is the one the stack makes
-(`backups.container`); give a connection string (a SAS, or the account's) in
-`AZURE_STORAGE_CONNECTION_STRING`. In a lab environment the default is the lab's Azurite.
+the cluster revision as metadata (the members' own snapshot timer writes the same). In
+Azure the container is the one the stack makes; its account takes **no shared keys**
+(`allowSharedKeyAccess: false`), so an account key or a key-signed SAS is refused there.
+Set `SKYRACK_BACKUP_CONTAINER_URL` to the stack output `backup_container_url` and sign in
+with Azure AD (`az login`, a managed identity, or `AZURE_CLIENT_ID`/`AZURE_TENANT_ID`/
+`AZURE_CLIENT_SECRET`: azure-identity's DefaultAzureCredential); the principal needs
+Storage Blob Data Contributor on the container (stack config `skyrack:backupOperators`)
+and a public address in `azure.admin_cidrs` (the account's firewall). A connection string
+in `AZURE_STORAGE_CONNECTION_STRING` (a user-delegation SAS) still works. In a lab
+environment the default is the lab's Azurite.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from ..errors import InputError, Problem
 from ..plan import Plan
 
 CONN_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+URL_ENV = "SKYRACK_BACKUP_CONTAINER_URL"  # the stack output backup_container_url: Azure AD, no shared key
 
 
 @dataclass(frozen=True)
@@ -42,11 +50,18 @@ def connection_string(plan: Plan, given: str | None = None) -> str:
     if plan.env.lab is not None:
         return azurite.connection_string(str(plan.env.lab.host_ip))
     raise InputError([Problem(str(plan.source), "backups",
-                              f"no Blob Storage credentials: set {CONN_ENV} (a SAS connection string for the "
-                              "stack's backup account) or pass --blob-connection-string")])
+                              f"no Blob Storage access: set {URL_ENV} to the stack output backup_container_url "
+                              "and sign in with Azure AD (the account takes no shared keys), or set "
+                              f"{CONN_ENV} / pass --blob-connection-string (a user-delegation SAS)")])
 
 
 def container(plan: Plan, conn: str | None = None) -> ContainerClient:
+    url = os.environ.get(URL_ENV)
+    if url and not (conn or os.environ.get(CONN_ENV)):
+        from azure.identity import DefaultAzureCredential
+
+        # The stack made the container; creating one would need a role on the whole account.
+        return ContainerClient.from_container_url(url.rstrip("/"), credential=DefaultAzureCredential())
     # Azurite on the lab host: straight there, never through a proxy from the environment variables.
     lab = plan.env.lab is not None and not (conn or os.environ.get(CONN_ENV))
     transport = RequestsTransport(use_env_settings=False) if lab else None

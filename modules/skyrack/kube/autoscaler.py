@@ -4,8 +4,8 @@ Only the cloud pools are node groups (``--nodes=min:max:<scale set>``); on-prem 
 touched. One scale-down removes at most ``max_scale_down_nodes`` nodes: the share
 ``cluster.autoscaler.max_scale_down_share`` of the cloud pools' combined maximum, at least one.
 That bound is applied to both kinds of removal (empty nodes deleted in bulk, and nodes drained
-in parallel), and the next scale-down waits ``scale_down_unneeded_minutes`` after a deletion,
-so a burst of idleness cannot empty the pools in a few scan intervals.
+in parallel) through the flags the pinned autoscaler (1.31) does not deprecate, and the next
+scale-down waits ``scale_down_unneeded_minutes`` after a deletion, so a burst of idleness cannot empty the pools in a few scan intervals.
 
 Azure credentials come from the Secret ``cluster-autoscaler-azure`` (ARM_* keys); the stack
 creates it when the control-plane stack exports ``autoscaler_credentials``.
@@ -49,8 +49,9 @@ def args(p: planmod.Plan, scale_sets: Any = None) -> list[Any]:
     return [
         "--cloud-provider=azure", *nodes,
         "--expander=least-waste", "--balance-similar-node-groups=true",
-        f"--max-scale-down-parallelism={bound}", f"--max-empty-bulk-delete={bound}",
-        f"--max-drain-parallelism={bound}",
+        # One bound for both kinds of removal: empty nodes are deleted under --max-scale-down-parallelism
+        # (--max-empty-bulk-delete is deprecated in 1.31 for exactly that), drained ones under both flags.
+        f"--max-scale-down-parallelism={bound}", f"--max-drain-parallelism={bound}",
         f"--scale-down-unneeded-time={a.scale_down_unneeded_minutes}m",
         f"--scale-down-delay-after-add={a.scale_down_delay_after_add_minutes}m",
         f"--scale-down-delay-after-delete={a.scale_down_unneeded_minutes}m",

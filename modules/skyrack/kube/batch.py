@@ -1,9 +1,20 @@
 """The research batch layer: priority classes, one namespace and quota per team, capacity balloons.
 
-Balloons are low-priority placeholder pods (``pause``) that hold a team's nodes warm; any real
-pod preempts them. They live in their own namespace, outside every team quota: a balloon that
-counted against a team's GPU quota would make the quota refuse the very jobs that should
-preempt it (quota admission runs before the scheduler can preempt anything).
+Balloons are placeholder pods (``pause``) that keep headroom free on a team's **own on-prem
+racks** for its normal and deadline work. On-prem racks are always on and are no autoscaler
+node group, so a balloon there is not about warming machines: it is about who may use them.
+Its priority sits between preemptible and normal jobs: preemptible jobs (which checkpoint
+and take their grace period to leave) cannot take the headroom, while a normal or high job
+preempts a balloon at once (grace period 0) and starts without waiting for anyone to
+checkpoint. Balloons never preempt (``preemptionPolicy: Never``): they only take free nodes,
+ahead of preemptible pods in the scheduling queue. Their priority is above
+cluster-autoscaler's expendable cutoff (-10), so the autoscaler counts them as real pods,
+and because they select their team's racks, which no cloud pool's nodes carry, a pending
+balloon never scales a pool up: cloud capacity is not what they hold.
+
+They live in their own namespace, outside every team quota: a balloon that counted against a
+team's GPU quota would make the quota refuse the very jobs that should preempt it (quota
+admission runs before the scheduler can preempt anything).
 """
 
 from __future__ import annotations
@@ -28,9 +39,13 @@ class Priority:
     preempts: bool = True
 
 
+BALLOON_PRIORITY = "skyrack-balloon"
+AUTOSCALER_EXPENDABLE_CUTOFF = -10  # cluster-autoscaler's --expendable-pods-priority-cutoff default
+
 PRIORITIES = (
-    Priority("skyrack-balloon", -100, "Capacity placeholders: preempted by anything, never preempt.", preempts=False),
     Priority("skyrack-preemptible", 100, "Opportunistic jobs: run on spare capacity, preempted by normal work."),
+    Priority(BALLOON_PRIORITY, 500, "Headroom on a team's racks: preemptible jobs cannot take it, normal and "
+             "high jobs preempt it at once; never preempts.", preempts=False),
     Priority("skyrack-normal", 1000, "Default for research jobs.", global_default=True),
     Priority("skyrack-high", 10000, "Deadline work: preempts normal and preemptible jobs."),
 )
@@ -70,7 +85,7 @@ def balloon(team: str, b: config.Balloon, pause_image: str) -> o.Manifest:
     limits: dict[str, str] = {}
     if b.gpus:
         requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(b.gpus)  # extended resources: limit == request
-    pod = {"priorityClassName": PRIORITIES[0].name, "terminationGracePeriodSeconds": 0,
+    pod = {"priorityClassName": BALLOON_PRIORITY, "terminationGracePeriodSeconds": 0,
            "nodeSelector": {lb.keys().team_label: team},
            "tolerations": lb.team_gpu_tolerations(team),
            "containers": [o.container("pause", pause_image, requests=requests, limits=limits or None,

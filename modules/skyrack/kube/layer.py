@@ -31,6 +31,7 @@ class ControlPlane:
     admin_kubeconfig: pulumi.Input[str]  # a Pulumi secret
     scale_sets: pulumi.Input[Mapping[str, str]] | None = None  # cloud pool -> scale set name
     autoscaler_credentials: pulumi.Input[Mapping[str, str]] | None = None  # ARM_* (a secret)
+    pool_bootstrap_token: pulumi.Input[str] | None = None  # a Pulumi secret: the cloud pools' own, no expiry
 
 
 class Concern(pulumi.ComponentResource):
@@ -65,16 +66,21 @@ class ClusterLayer(pulumi.ComponentResource):
                 lambda a: asyncio.to_thread(_when_ready, a[0], a[1], a[2], wait_timeout_s))
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=kubeconfig, enable_config_map_mutable=True,
                                      opts=pulumi.ResourceOptions(parent=self))
-        token = pulumi.Output.secret(cp.bootstrap_token).apply(bootstrap.split_token)
-        token_id = pulumi.Output.unsecret(token.apply(lambda t: t[0]))  # the public half; names the Secret
-        token_secret = token.apply(lambda t: t[1])
+        token_id, token_secret = _token_parts(cp.bootstrap_token)
+        pool_id, pool_secret = _token_parts(cp.pool_bootstrap_token) if cp.pool_bootstrap_token else (None, None)
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         groups = concerns.all_manifests(
             plan, endpoint=cp.apiserver_endpoint, ca_cert_pem=cp.ca_cert_pem, token_id=token_id,
             token_secret_part=token_secret, now=now or dt.datetime.now(dt.UTC), scale_sets=cp.scale_sets,
-            autoscaler_credentials=cp.autoscaler_credentials)
+            autoscaler_credentials=cp.autoscaler_credentials, pool_token_id=pool_id, pool_token_secret_part=pool_secret)
         self.concerns = {kind: Concern(kind, f"{name}-{kind.lower()}", ms, child) for kind, ms in groups.items()}
         self.register_outputs({"concerns": list(self.concerns)})
+
+
+def _token_parts(token: pulumi.Input[str]) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+    """A bootstrap token's public id (names its Secret) and its secret half (stays a Pulumi secret)."""
+    parts = pulumi.Output.secret(token).apply(bootstrap.split_token)
+    return pulumi.Output.unsecret(parts.apply(lambda t: t[0])), parts.apply(lambda t: t[1])
 
 
 def _when_ready(endpoint: str, ca_pem: str, kubeconfig: str, timeout_s: float) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 ETCD_PKI = "/etc/skyrack/etcd/pki"
 ETCD_DATA = "/var/lib/etcd"
+ETCD_STATE_FILE = "/run/skyrack/etcd-state.env"  # SKYRACK_ETCD_STATE=new|existing, written at each boot
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
@@ -106,7 +107,8 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
         f"--initial-advertise-peer-urls=https://{member.ip}:{PEER_PORT}",
         "--initial-cluster=" + ",".join(f"{p.name}=https://{p.ip}:{PEER_PORT}" for p in peers),
         f"--initial-cluster-token=skyrack-{plan.env.name}-{member.role}",
-        "--initial-cluster-state=new",
+        # `new` or `existing`, decided at each boot by skyrack-etcd-member (systemd expands it from its file).
+        "--initial-cluster-state=${SKYRACK_ETCD_STATE}",
         "--client-cert-auth",
         f"--trusted-ca-file={ETCD_PKI}/ca.crt",
         f"--cert-file={ETCD_PKI}/server.crt",
@@ -122,19 +124,41 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
     ]
 
 
-def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None = None) -> str:
+def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None = None,
+         backup_url: str | None = None) -> str:
     """User-data of an etcd or events-etcd member.
 
     `data_disk="local"` puts the data directory on the VM's local NVMe disk (or Azure's
     local temporary disk on sizes without NVMe); `"rootfs"` (the lab) keeps it on the
     machine's own disk. By default the environment decides (a lab environment: rootfs),
     so the Pulumi stack and the lab render the same bytes for the same member.
+    `backup_url` (the Azure stack's snapshot container): a timer on the member uploads
+    snapshots there with the VM's managed identity (see `etcd_snapshot_script`).
     """
     data_disk = data_disk or ("rootfs" if plan.env.lab is not None else "local")
-    unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA)
+    unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA,
+                  state_file=ETCD_STATE_FILE)
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
     return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
-                  unit=unit, disk_script=disk)
+                  unit=unit, disk_script=disk, member_script=etcd_member_script(plan, member),
+                  snapshot_script=etcd_snapshot_script(plan, member, backup_url) if backup_url else None,
+                  snapshot_minutes=plan.env.backups.interval_minutes)
+
+
+def etcd_snapshot_script(plan: Plan, member: Member, container_url: str) -> str:
+    """skyrack-etcd-snapshot: the leader's periodic snapshot, uploaded with the VM's managed identity."""
+    return render("cloud-init/etcd-snapshot.sh.j2", member=member, env_name=plan.env.name,
+                  container_url=container_url.rstrip("/"), interval_minutes=plan.env.backups.interval_minutes,
+                  work_dir=f"{ETCD_DATA}/snapshot", pki_dir=ETCD_PKI, client_port=CLIENT_PORT,
+                  block_bytes=256 * 1024**2)
+
+
+def etcd_member_script(plan: Plan, member: Member) -> str:
+    """skyrack-etcd-member: at every boot, whether etcd starts as `new` or rejoins as `existing`."""
+    others = ",".join(client_url(p) for p in plan.members_of(member.role) if p.name != member.name)
+    return render("cloud-init/etcd-member.sh.j2", member=member, data_dir=f"{ETCD_DATA}/{member.role}",
+                  state_file=ETCD_STATE_FILE, peer_url=f"https://{member.ip}:{PEER_PORT}", others=others,
+                  pki_dir=ETCD_PKI, attempts=3, retry_seconds=2)
 
 
 def events_servers_override(plan: Plan) -> str | None:
@@ -188,7 +212,9 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
     """User-data of a cloud-pool node: kubeadm joins it as a worker labelled with its pool."""
     labels = {"skyrack.io/env": plan.env.name, "skyrack.io/pool": pool.name}
     ctx = _kubeadm_context(plan, kubernetes_repo, join, mode="worker", node_label=f"a node of pool {pool.name}",
-                           kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items()))])
+                           kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items())),
+                                         # cloud-node-manager (cluster layer) sets the providerID the autoscaler needs
+                                         ("cloud-provider", "external")])
     ctx.update(pool=pool, member=None, hairpin=False)
     return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
 
