@@ -2,13 +2,29 @@
 
 Bad input never surfaces as a traceback. Code that finds a problem raises
 `InputError` with one or more `Problem`s; the CLI prints them one per line as
-``file: path.to.field: message`` and exits 1.
+``file: path.to.field: message`` and exits 1. `read_text` is the one way input files
+are read: size-limited, and every way reading can fail is a `Problem`.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Exit codes of every command (README, "Bad input").
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """`text` with every control character (newlines, ESC, bidi overrides) shown as an escape."""
+    s = str(text)
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), s) if _CONTROL.search(s) else s
 
 
 @dataclass(frozen=True)
@@ -41,3 +57,32 @@ def format_path(loc: Iterable[object]) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out
+
+
+def os_problem(label: str, exc: OSError, doing: str = "cannot read") -> Problem:
+    """An OSError as a Problem: 'no such file', or what the system said (no traceback)."""
+    if exc.errno == errno.ENOENT:
+        return Problem(label, "", "no such file")
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return Problem(label, "", f"{doing}: {reason}")
+
+
+def read_text(path: Path, max_bytes: int) -> str:
+    """A UTF-8 text file of at most max_bytes; InputError for anything else (missing, a directory,
+    a device, a symlink loop, a name too long, too large, not UTF-8)."""
+    label = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except IsADirectoryError:
+        raise InputError([Problem(label, "", "cannot read: is a directory")]) from None
+    except OSError as exc:
+        raise InputError([os_problem(label, exc)]) from None
+    except ValueError as exc:  # e.g. a NUL byte in the name
+        raise InputError([Problem(label, "", f"cannot read: {exc}")]) from None
+    if len(data) > max_bytes:
+        raise InputError([Problem(label, "", f"larger than {max_bytes // 1024} KiB: not a skyrack file")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError([Problem(label, "", f"not UTF-8 text (byte {exc.start})")]) from None
