@@ -76,9 +76,11 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     if plan.members_of("etcd-events"):
         clusters.append(EtcdCluster("etcd-events", ctx, "etcd-events", net.subnet_ids["etcd-events"], pki, ssh_key))
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo)
-    for pool in plan.pools:
-        CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
-                  pki.worker_join(), settings.kubernetes_repo)
+    scale_sets = {pool.name: CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
+                                       pki.worker_join(), settings.kubernetes_repo).scale_set.name
+                  for pool in plan.pools}
+    if scale_sets:
+        outputs["cloud_pool_scale_sets"] = scale_sets  # the autoscaler's node groups, as Azure names them
 
     vault_secrets: dict[str, pulumi.Input[str]] = {
         "bootstrap-token": pki.bootstrap_token.value,

@@ -17,13 +17,13 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from . import config, inventory
 from . import outputs as contract
 from . import plan as planmod
-from .errors import EXIT_INPUT, EXIT_INTERNAL, InputError, Problem, printable
+from .errors import EXIT_INPUT, EXIT_INTERNAL, InputError, Problem
+from .term import safe
 
 DEFAULT_ENV = Path("configs/lab.yaml")
 app = typer.Typer(
@@ -39,11 +39,6 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 EnvArg = Annotated[Path, typer.Argument(help="Environment file, configs/<env>.yaml.", show_default=True)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 T = TypeVar("T")
-
-
-def safe(value: object) -> str:
-    """A value or path as it may be printed: control characters escaped, Rich markup inert."""
-    return escape(printable(value))
 
 
 def fail(problems: list[Problem], as_json: bool = False) -> typer.Exit:

@@ -462,8 +462,9 @@ def read_yaml(path: Path, text: str | None = None) -> Any:
         text = read_text(path, MAX_FILE_BYTES)
     elif len(text) > MAX_FILE_BYTES:
         raise InputError([Problem(label, "", f"larger than {MAX_FILE_BYTES // 1024} KiB: not a skyrack file")])
-    loader = _UniqueKeyLoader(text)
+    loader = None
     try:
+        loader = _UniqueKeyLoader(text)  # the reader refuses some characters already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -472,7 +473,8 @@ def read_yaml(path: Path, text: str | None = None) -> Any:
     except (yaml.YAMLError, RecursionError) as exc:
         raise InputError([yaml_problem(label, exc)]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def yaml_problem(label: str, exc: yaml.YAMLError | RecursionError) -> Problem:

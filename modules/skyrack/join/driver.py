@@ -29,6 +29,7 @@ from .. import inventory
 from .. import outputs as contract
 from .. import plan as planmod
 from ..errors import InputError, Problem
+from ..term import safe
 from . import outputs as outmod
 from . import records
 from .progress import Progress, message
@@ -219,7 +220,7 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
         if on_rack:
             on_rack(run)
         if run.failed_hosts and rack != selected[-1][0]:
-            console.print(f"[red]rack {rack} had failures: the racks after it are not started[/red]")
+            console.print(f"[red]rack {safe(rack)} had failures: the racks after it are not started[/red]")
             break
     return runs
 
