@@ -102,3 +102,12 @@ def test_progress_prints_remote_text_as_text():
     assert "[/]task: [bold]boom[/] \\x1b[2J" in shown
     assert "n1: failed: [/] \\x1b]0;title\\x07" in shown
     assert "\x1b" not in shown and "\x07" not in shown
+
+
+def test_paths_handed_to_ansible_cannot_be_templates(tmp_path):
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path / "env", "skyrackt9", 9)
+    runs = tmp_path / "{{ lookup('pipe', 'id') }}"
+    proc = run_cli("join", str(env), "--runs-dir", str(runs))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "--runs-dir: a path Ansible is given may not contain '{'" in proc.stderr
+    assert not runs.exists()

@@ -8,6 +8,7 @@ in-process (`validate`, `plan --json`, `inventory --json`): every exit is 0 or 1
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,7 +25,7 @@ from skyrack import plan as planmod
 from skyrack.errors import InputError
 from support import CONFIGS
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DEV = yaml.safe_load((CONFIGS / "dev.yaml").read_text())
 
 scalars = st.one_of(
@@ -87,8 +88,28 @@ def test_arbitrary_bytes(data: bytes) -> None:
         only_input_errors(lambda: config.load(d / "dev.yaml"))
         only_input_errors(lambda: planmod.read_lock(d / "dev.yaml"))
         only_input_errors(lambda: contract.load(d / "outputs.json"))
+        for args in (["validate", str(d / "dev.yaml")], ["plan", str(d / "dev.yaml")],
+                     ["inventory", "--outputs", str(d / "outputs.json"), "configs/dev.yaml"]):
+            result = CliRunner().invoke(cli.app, args)
+            assert result.exit_code in (0, 1) and (result.exception is None or isinstance(result.exception, SystemExit))
     finally:
         shutil.rmtree(d)
+
+
+def reference_span(text: str) -> tuple[int, int, int] | None:
+    try:
+        net = ipaddress.IPv4Network(text, strict=True)
+    except ValueError:
+        return None
+    return int(net.network_address), int(net.broadcast_address), net.prefixlen
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=20),
+                 st.builds(lambda a, p: f"{a}/{p}", st.ip_addresses(v=4), st.integers(-1, 33)),
+                 st.from_regex(r"[0-9١]{1,4}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}/[0-9]{1,2}", fullmatch=True)))
+def test_the_lock_reader_parses_cidrs_as_ipaddress_does(text: str) -> None:
+    assert planmod._span(text) == reference_span(text)
 
 
 @FAST
