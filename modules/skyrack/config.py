@@ -151,12 +151,12 @@ def _network(value: Any) -> Any:
 
 
 class Azure(Strict):
-    location: Annotated[str, Field(pattern=r"^[a-z0-9]+$")]
+    location: Annotated[str, Field(pattern=r"^[a-z0-9]{1,40}$")]
     zones: list[Literal["1", "2", "3"]] = Field(default_factory=lambda: ["1", "2", "3"])
     vnet_cidr: UsableNet
     admin_cidrs: list[Annotated[IPv4Net, AfterValidator(partial(_usable_net, inside_only=True))]] = Field(
         default_factory=list)
-    resource_group: Annotated[str, Field(pattern=r"^[-\w._()]{1,90}$")] | None = None
+    resource_group: Annotated[str, Field(pattern=r"^[-A-Za-z0-9_.()]{1,90}$")] | None = None
 
     _cidr = field_validator("vnet_cidr", mode="before")(_network)
 
@@ -201,7 +201,7 @@ class ControlPlane(Strict):
 
 
 class Kubernetes(Strict):
-    version: Annotated[str, Field(pattern=r"^1\.(\d+)\.(\d+)$")]
+    version: Annotated[str, Field(pattern=r"^1\.([0-9]{1,3})\.([0-9]{1,4})$")]  # ASCII digits: \d is Unicode
     service_cidr: UsableNet = ipaddress.IPv4Network("10.96.0.0/12")
     pod_cidr: UsableNet
     pods_per_node: Annotated[StrictInt, Field(ge=8, le=250)] = 32
@@ -276,7 +276,7 @@ class Team(Strict):
 
 
 class Gpu(Strict):
-    model: Annotated[str, Field(pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")]
+    model: Annotated[str, Field(pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$")]  # a label value
     count: Annotated[StrictInt, Field(ge=0, le=16)] = 8
     vendor: Literal["nvidia"] = "nvidia"
 
@@ -720,7 +720,7 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
 
 Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")]
 ImageRef = Annotated[str, Field(
-    pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")]
+    pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")]
 
 
 class Balloon(Strict):

@@ -27,7 +27,7 @@ MAX_FILE_BYTES = 1 << 20
 
 
 def _fullmatch(pattern: str) -> Callable[[Any], bool]:
-    rx = re.compile(pattern)
+    rx = re.compile(pattern, re.ASCII)  # \d and \w are ASCII only: no look-alike digits
     return lambda v: isinstance(v, str) and rx.fullmatch(v) is not None
 
 

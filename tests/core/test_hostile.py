@@ -266,6 +266,7 @@ def test_outputs_files_that_are_not_json(tmp_path):
     (lambda d: d["onprem"].update(vpn={"peer_ip": "255.255.255.255"}), "onprem.vpn.peer_ip: 255.255.255.255 is a reserved"),
     (lambda d: d["onprem"].update(cidrs=["0.0.0.0/0"]), "onprem.cidrs[0]: 0.0.0.0/0 is in the 'this network'"),
     (lambda d: d["control_plane"]["apiservers"].update(vm_size="[/]"), "control_plane.apiservers.vm_size:"),
+    (lambda d: d["kubernetes"].update(version="1.\u0663\u0661.2"), "kubernetes.version:"),  # Arabic-Indic digits
 ])
 def test_values_that_only_look_valid(tmp_path, mutate, fragment):
     refused("validate", str(edited(tmp_path, mutate)), fragments=(fragment,))

@@ -89,7 +89,7 @@ def test_secret_outputs_never_reach_stdout(tmp_path: Path, fmt: list[str]) -> No
 
 def test_outputs_that_break_the_contract_are_refused(tmp_path: Path) -> None:
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps({"apiserver_endpoint": "https://10.0.0.46:6443{{ 7 * 7 }}",
+    outputs.write_text(json.dumps({"apiserver_endpoint": "https://10.0.0.46:\u0666\u0664\u0664\u0663",
                                    "bootstrap_token": "not a token", "ansible_become": True}))
     proc = run_cli("inventory", "--outputs", str(outputs), "configs/dev.yaml")
     assert proc.returncode == 1 and not proc.stdout
