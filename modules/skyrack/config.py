@@ -32,7 +32,8 @@ from pydantic import (
 )
 
 from . import upstream
-from .errors import InputError, Problem, format_path, printable, read_text
+from .errors import InputError, Problem, format_path, printable
+from .files import read_text
 
 # Patterns are whole-string matches: pydantic's (Rust) `$` is the end of the text, and Python
 # code here uses re.fullmatch, so a trailing newline never passes.

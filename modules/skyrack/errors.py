@@ -2,8 +2,7 @@
 
 Bad input never surfaces as a traceback. Code that finds a problem raises
 `InputError` with one or more `Problem`s; the CLI prints them one per line as
-``file: path.to.field: message`` and exits 1. `read_text` is the one way input files
-are read: size-limited, and every way reading can fail is a `Problem`.
+``file: path.to.field: message`` and exits 1.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 # Exit codes of every command (README, "Bad input").
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -65,24 +63,3 @@ def os_problem(label: str, exc: OSError, doing: str = "cannot read") -> Problem:
         return Problem(label, "", "no such file")
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return Problem(label, "", f"{doing}: {reason}")
-
-
-def read_text(path: Path, max_bytes: int) -> str:
-    """A UTF-8 text file of at most max_bytes; InputError for anything else (missing, a directory,
-    a device, a symlink loop, a name too long, too large, not UTF-8)."""
-    label = str(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except IsADirectoryError:
-        raise InputError([Problem(label, "", "cannot read: is a directory")]) from None
-    except OSError as exc:
-        raise InputError([os_problem(label, exc)]) from None
-    except ValueError as exc:  # e.g. a NUL byte in the name
-        raise InputError([Problem(label, "", f"cannot read: {exc}")]) from None
-    if len(data) > max_bytes:
-        raise InputError([Problem(label, "", f"larger than {max_bytes // 1024} KiB: not a skyrack file")])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError([Problem(label, "", f"not UTF-8 text (byte {exc.start})")]) from None

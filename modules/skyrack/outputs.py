@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, Problem, read_text
+from .errors import InputError, Problem
+from .files import atomic_write, read_text
 
 HIDDEN = "[secret]"  # what `pulumi stack output --json` writes for a secret without --show-secrets
 MAX_FILE_BYTES = 1 << 20
@@ -179,6 +180,13 @@ def read_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError([Problem(str(path), "", "expected a JSON object of stack outputs")])
     return data
+
+
+def write_file(path: Path, data: Mapping[str, Any], required: Iterable[str] = LAB_STAND_IN) -> None:
+    """Write an outputs file as `pulumi stack output --json --show-secrets` would (the lab's stand-in):
+    validated first, then 0600 and atomic, since it holds secrets."""
+    checked = validate(data, path, required)
+    atomic_write(path, json.dumps(checked, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
 def load(path: Path, required: Iterable[str] = JOIN_REQUIRED) -> dict[str, Any]:

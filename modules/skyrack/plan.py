@@ -14,20 +14,15 @@ under an advisory lock on the directory) and leave nothing behind when they fail
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import ipaddress
-import os
-import tempfile
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import config, ipam, sizing
-from .errors import InputError, Problem, os_problem, printable, read_text
+from . import config, files, ipam, sizing
+from .errors import InputError, Problem, printable
 
 IPv4Net = ipaddress.IPv4Network
 
@@ -161,7 +156,7 @@ def read_lock(env_path: Path, text: str | None = None) -> dict | None:
     if text is None:
         if not path.exists() and not path.is_symlink():
             return None
-        text = read_text(path, MAX_LOCK_BYTES)
+        text = files.read_text(path, MAX_LOCK_BYTES)
     try:
         data = yaml.load(text, Loader=_LockLoader)  # noqa: S506 - a safe loader
     except (yaml.YAMLError, RecursionError) as exc:
@@ -363,53 +358,6 @@ def lock_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-@contextlib.contextmanager
-def _directory_lock(directory: Path) -> Iterator[None]:
-    """An advisory lock on the directory itself (flock): no lock file to leave behind."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def atomic_write(path: Path, text: str) -> bool:
-    """Replace `path` with `text` atomically unless it already holds it. Returns True when written.
-
-    A unique temporary file in the same directory, fsync'd, renamed over the file, the directory
-    fsync'd; under an advisory lock so concurrent writers never interleave. On any failure the
-    file is unchanged and the temporary file is gone. Raises InputError naming the file."""
-    tmp: str | None = None
-    try:
-        with _directory_lock(path.parent):
-            try:
-                if path.read_text() == text:
-                    return False
-            except (FileNotFoundError, UnicodeDecodeError):
-                pass
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-            tmp = None
-            dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        return True
-    except OSError as exc:
-        raise InputError([os_problem(str(path), exc, "cannot write")]) from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
 def write_lock(plan: Plan) -> bool:
     """Write the lock file if it differs. Returns True when it was (re)written."""
-    return atomic_write(plan.lock_path, lock_text(plan))
+    return files.atomic_write(plan.lock_path, lock_text(plan))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skyrack import config
+from skyrack import config, files
 from skyrack import plan as planmod
 from skyrack.errors import InputError
 from support import CONFIGS, ROOT, run_cli
@@ -186,7 +186,7 @@ def test_a_failed_lock_write_changes_nothing_and_leaves_nothing(tmp_path, monkey
     def broken(*_a, **_k):
         raise OSError(errno.ENOSPC if failing == "fsync" else errno.EACCES, "injected")
 
-    target = {"fsync": (os, "fsync"), "mkstemp": (planmod.tempfile, "mkstemp"), "replace": (os, "replace")}[failing]
+    target = {"fsync": (os, "fsync"), "mkstemp": (files.tempfile, "mkstemp"), "replace": (os, "replace")}[failing]
     monkeypatch.setattr(*target, broken)
     with pytest.raises(InputError) as exc:
         planmod.write_lock(p)

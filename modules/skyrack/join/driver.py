@@ -25,7 +25,7 @@ from typing import Any
 import ansible_runner
 from rich.console import Console
 
-from .. import inventory
+from .. import files, inventory
 from .. import outputs as contract
 from .. import plan as planmod
 from ..errors import InputError, Problem
@@ -96,7 +96,7 @@ def write_inventory(run_dir: Path, p: planmod.Plan, public_outputs: dict[str, An
     inv["all"]["vars"].update(lab_vars(p))
     path = run_dir / "inventory" / "hosts.yml"
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    records.write_private(path, inventory.dump_yaml(inv))
+    files.write_private(path, inventory.dump_yaml(inv))
     return path
 
 
@@ -145,7 +145,7 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
     with tempfile.TemporaryDirectory(prefix="skyrack-", dir=shm if shm.is_dir() else None) as d:
         path = Path(d) / "secrets.yml"
         # YAML, so a value that could read as a template is `!unsafe` here too
-        records.write_private(path, inventory.dump_yaml(inventory.mark_unsafe(secrets)))
+        files.write_private(path, inventory.dump_yaml(inventory.mark_unsafe(secrets)))
         yield ["-e", f"@{path}"]
 
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, os_problem
+from ..files import write_private
 
 COUNTS = ("ok", "changed", "skipped", "failed", "unreachable")
 
@@ -78,14 +79,6 @@ def new_dir(runs: Path, env: str, rack: str) -> Path:
     except OSError as exc:
         raise InputError([os_problem(str(runs), exc, "cannot write run records")]) from None
     return d
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (0600), never through a symlink."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        os.fchmod(f.fileno(), 0o600)
-        f.write(text)
 
 
 @contextlib.contextmanager
