@@ -87,7 +87,7 @@ class Plan:
 
     @property
     def lock_path(self) -> Path:
-        return lock_path(self.source)  # the file is <name>.yaml (config.load checks), so this is <name>.lock.yaml
+        return self.source.with_name(f"{self.env.name}.lock.yaml")  # named after the environment, not the file
 
     def members_of(self, role: str) -> list[Member]:
         return [m for m in self.members if m.role == role]
