@@ -434,6 +434,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor`: merged keys may be overridden, that is what a merge is for
         key = loader.construct_object(key_node, deep=deep)
         try:
             twice = key in seen

@@ -318,6 +318,21 @@ def test_a_recursive_alias_and_deep_nesting(tmp_path):
     refused("validate", str(path), fragments=(f"{path}: ",))
 
 
+def test_anchors_and_merge_keys_still_work(tmp_path):
+    path = copy_env(tmp_path)
+    text = path.read_text().replace("racks:\n", "x-rack: &rack {team: robotics}\nracks:\n", 1)
+    path.write_text(text.replace("x-rack", "xrack"))
+    refused("validate", str(path), fragments=(f"{path}: xrack: unknown key",))  # the anchor parses; the key is unknown
+    data = yaml.safe_load((CONFIGS / "dev.yaml").read_text())
+    rack = data["racks"][0]
+    lines = ["base: &base", *(f"  {k}: {v!r}" for k, v in rack.items() if k != "nodes")]
+    merged = "\n".join(lines) + "\nracks:\n  - <<: *base\n    nodes: " + repr(rack["nodes"]).replace("'", '"') + "\n"
+    body = {k: v for k, v in data.items() if k != "racks"}
+    path.write_text(yaml.safe_dump(body, sort_keys=False) + merged)
+    err = refused("validate", str(path), fragments=(f"{path}: base: unknown key",))
+    assert err.count("error") == 1, "the merged rack itself is valid"
+
+
 def test_too_many_nodes_are_refused_without_expanding_them(tmp_path):
     def huge(d):
         d["racks"] = [{"name": f"r{i:03d}", "node_range": {"count": 4096, "first_ip": "10.64.0.1",
