@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RACK = 64
 
 SKYRACK_RUN = r"""
-import sys, yaml
+import sys
 from pathlib import Path
 sys.path.insert(0, {modules!r})
 from skyrack import config, plan, inventory
@@ -34,7 +34,7 @@ path = Path({env!r})
 env = config.load(path)
 p = plan.build(env, path, plan.read_lock(path))
 plan.write_lock(p)
-Path({out!r}).write_text(yaml.dump(inventory.static(p), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False))
+Path({out!r}).write_text(inventory.dump_yaml(inventory.static(p)))
 """
 
 

@@ -3,8 +3,8 @@
 `run(stack, configs_dir)` is the whole program: it loads `configs/<stack>.yaml` through
 `skyrack.plan.make` (validation and the reviewed lock file), reads the stack's settings,
 and only then registers resources, so bad input stops before anything is created. The
-outputs are a contract read by the rack join (Ansible) and the cluster layer: do not
-rename them.
+outputs are the contract in `skyrack.outputs` (read by the rack join and the cluster layer):
+`export` refuses a name it does not declare, and makes secret exactly what it marks secret.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, resources
 
+from skyrack import outputs as contract
 from skyrack import plan as planmod
 from skyrack.azure import dns
 from skyrack.azure.apiservers import ApiServers
@@ -103,7 +104,7 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     else:
         generated = KeyPair("admin-ssh", "ssh")
         ssh_key = generated.public_key
-        outputs["admin_ssh_private_key"] = generated.key_pem
+        outputs["admin_ssh_private_key"] = generated.key_pem  # secret: the contract says so (export)
 
     vpn_ip: pulumi.Input[str | None] = None
     bgp_address: pulumi.Input[str | None] = None
@@ -127,9 +128,11 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     etcd = clusters[0]
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo,
                      boot_after)
-    for pool in plan.pools:
-        CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)], ssh_key,
-                  pki.pool_join(), settings.kubernetes_repo, boot_after)
+    scale_sets = {pool.name: CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)],
+                                       ssh_key, pki.pool_join(), settings.kubernetes_repo, boot_after).scale_set.name
+                  for pool in plan.pools}
+    if scale_sets:
+        outputs["cloud_pool_scale_sets"] = scale_sets  # the autoscaler's node groups, as Azure names them
 
     vault_secrets: dict[str, pulumi.Input[str]] = {
         "bootstrap-token": pki.bootstrap_token.value,
@@ -153,12 +156,12 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     admin_kubeconfig = pulumi.Output.all(kube_ca.cert_pem, admin.cert_pem, admin.key_pem).apply(
         lambda v: kubeconfig(env.name, plan.apiserver_endpoint, *v))
     outputs.update({
-        # The contract (see docs/azure.md): names fixed.
+        # Names, shapes and secrecy: skyrack.outputs.CONTRACT (docs/azure.md).
         "apiserver_endpoint": api.endpoint,
         "ca_cert_pem": kube_ca.cert_pem,
         "ca_cert_hash": pki.ca_cert_hash,
-        "bootstrap_token": pulumi.Output.secret(pki.bootstrap_token.value),
-        "admin_kubeconfig": pulumi.Output.secret(admin_kubeconfig),
+        "bootstrap_token": pki.bootstrap_token.value,
+        "admin_kubeconfig": admin_kubeconfig,
         "etcd_endpoints": etcd.endpoints,
         "vpn_gateway_ip": vpn_ip,
         "backup_container_url": backups.container_url,
@@ -175,6 +178,20 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
     return outputs
 
 
+def export(outputs: dict[str, Any]) -> dict[str, Any]:
+    """Export the outputs as the contract declares them: each secret one a Pulumi secret, nothing undeclared."""
+    unknown = contract.undeclared(outputs)
+    if unknown:
+        raise pulumi.RunError(f"outputs not declared in skyrack.outputs.CONTRACT: {', '.join(unknown)}")
+    missing = [o.name for o in contract.CONTRACT.values() if o.always and o.name not in outputs]
+    if missing:
+        raise pulumi.RunError(f"outputs the contract requires of every stack are not exported: {', '.join(missing)}")
+    exported = {k: pulumi.Output.secret(v) if contract.is_secret(k) else v for k, v in outputs.items()}
+    for key, value in exported.items():
+        pulumi.export(key, value)
+    return exported
+
+
 def run(stack: str, configs_dir: Path) -> dict[str, Any]:
     """Build the stack named `stack` from `configs_dir/<stack>.yaml`; export and return its outputs."""
     try:
@@ -183,7 +200,4 @@ def run(stack: str, configs_dir: Path) -> dict[str, Any]:
     except InputError as exc:
         # RunError: Pulumi prints the message, no traceback; nothing has been registered yet.
         raise pulumi.RunError(str(exc)) from None
-    outputs = deploy(plan, settings)
-    for key, value in outputs.items():
-        pulumi.export(key, value)
-    return outputs
+    return export(deploy(plan, settings))

@@ -11,22 +11,130 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from functools import cached_property
+import string
+import urllib.parse
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from . import upstream
-from .errors import InputError, Problem, format_path
+from .errors import InputError, Problem, format_path, printable
+from .files import read_text
 
+# Patterns are whole-string matches: pydantic's (Rust) `$` is the end of the text, and Python
+# code here uses re.fullmatch, so a trailing newline never passes.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 Label = Annotated[str, Field(pattern=DNS_LABEL)]
 IPv4Net = ipaddress.IPv4Network
 IPv4Addr = ipaddress.IPv4Address
 ETCD_COUNTS = (1, 3, 5, 7)
 AZURE_RESERVED_ASNS = {65515, 65517, 65518, 65519, 65520}
+
+# Limits on what one environment file may make skyrack do (README, "Bad input").
+MAX_FILE_BYTES = 8 << 20  # an explicit 20,000-node file is ~1 MiB
+MAX_YAML_NODES = 500_000  # YAML nodes after expanding aliases (a 259-byte alias bomb expands to billions)
+MAX_NODES = 20_000  # on-prem nodes, compact ranges expanded
+MAX_PROBLEMS = 200  # problems listed per file; the rest are counted
+
+# Address ranges no field may use (or, for admin_cidrs, lie inside).
+SPECIAL_RANGES = tuple((ipaddress.IPv4Network(n), what) for n, what in (
+    ("0.0.0.0/8", "'this network' (0.0.0.0/8)"),
+    ("127.0.0.0/8", "loopback (127.0.0.0/8)"),
+    ("169.254.0.0/16", "link-local (169.254.0.0/16)"),
+    ("224.0.0.0/4", "multicast (224.0.0.0/4)"),
+    ("240.0.0.0/4", "reserved (240.0.0.0/4)"),
+))
+
+
+def special_range(net: IPv4Net, inside_only: bool = False) -> str | None:
+    """What kind of unusable range `net` touches (or, inside_only, lies in); None when it is usable."""
+    for special, what in SPECIAL_RANGES:
+        if net.subnet_of(special) if inside_only else net.overlaps(special):
+            return what
+    return None
+
+
+def _usable_net(value: IPv4Net, inside_only: bool = False) -> IPv4Net:
+    what = special_range(value, inside_only)
+    if what:
+        raise ValueError(f"{value} is in the {what} range: not usable here")
+    return value
+
+
+def _usable_address(value: IPv4Addr) -> IPv4Addr:
+    what = special_range(ipaddress.IPv4Network(value))
+    if what:
+        raise ValueError(f"{value} is a {what} address: not a host")
+    return value
+
+
+UsableNet = Annotated[IPv4Net, AfterValidator(_usable_net)]
+HostAddr = Annotated[IPv4Addr, AfterValidator(_usable_address)]
+
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
+_URL_PATH = re.compile(r"(/([A-Za-z0-9._~:@+,=-]|%[0-9A-Fa-f]{2})*)*")
+
+
+def _dns_name(value: str) -> str:
+    if len(value) > 253 or not _DNS_NAME.fullmatch(value):
+        raise ValueError(f"{printable(value)[:80]!r} is not a DNS name (lower-case labels of a-z, 0-9 and '-', "
+                         "joined by dots)")
+    return value
+
+
+def _url(value: str, schemes: tuple[str, ...], trailing_slash: bool = True) -> str:
+    """A URL as a mirror's address: one of `schemes`, a host (name or IPv4), an optional port, a plain path.
+
+    No credentials, query, fragment, spaces, quotes or braces: the value lands in apt, containerd
+    and Ansible configuration unescaped, so it must be nothing but an address."""
+    shown = printable(value)[:120]
+    bad = ValueError(f"{shown!r} is not a URL of the form {'|'.join(schemes)}://<host>[:port][/path]")
+    if len(value) > 2048 or printable(value) != value or " " in value:
+        raise bad
+    try:
+        parts = urllib.parse.urlsplit(value)
+        port = parts.port
+    except ValueError:
+        raise bad from None
+    if parts.scheme not in schemes or parts.query or parts.fragment or "?" in value or "#" in value:
+        raise bad
+    if not _URL_PATH.fullmatch(parts.path) or (not trailing_slash and parts.path.endswith("/")):
+        raise bad
+    if parts.scheme == "file":
+        if parts.netloc or not parts.path.startswith("/"):
+            raise bad
+        return value
+    if "@" in parts.netloc:
+        raise ValueError(f"{shown!r}: credentials do not belong in the environment file")
+    host = parts.hostname or ""
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        if not _DNS_NAME.fullmatch(host) or len(host) > 253:
+            raise bad from None
+    if port is not None and not 1 <= port <= 65535:
+        raise bad
+    if parts.netloc != (host + (f":{port}" if port is not None else "")):
+        raise bad  # upper case, an empty port, or anything else urlsplit would normalise
+    return value
+
+
+DnsName = Annotated[str, AfterValidator(_dns_name)]
+VmSize = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")]
 
 
 class Strict(BaseModel):
@@ -54,15 +162,17 @@ def is_private(net: IPv4Net) -> bool:
 
 
 class Azure(Strict):
-    location: Annotated[str, Field(pattern=r"^[a-z0-9]+$")]
+    location: Annotated[str, Field(pattern=r"^[a-z0-9]{1,40}$")]
     zones: list[Literal["1", "2", "3"]] = Field(default_factory=lambda: ["1", "2", "3"])
-    vnet_cidr: IPv4Net
+    vnet_cidr: UsableNet
     # Public addresses (offices, VPN egress) allowed through the Key Vault and Storage firewalls.
     # A private range here is read as an operator network (the field's old second meaning).
-    admin_cidrs: list[IPv4Net] = Field(default_factory=list)
+    admin_cidrs: list[Annotated[IPv4Net, AfterValidator(partial(_usable_net, inside_only=True))]] = Field(
+        default_factory=list)
     # Private operator networks reaching the API server (6443) over the VPN; replies are routed back to them.
-    operator_cidrs: list[IPv4Net] = Field(default_factory=list)
-    resource_group: Annotated[str, Field(pattern=r"^[-\w._()]{1,90}$")] | None = None
+    operator_cidrs: list[Annotated[IPv4Net, AfterValidator(partial(_usable_net, inside_only=True))]] = Field(
+        default_factory=list)
+    resource_group: Annotated[str, Field(pattern=r"^[-A-Za-z0-9_.()]{1,90}$")] | None = None
 
     _cidr = field_validator("vnet_cidr", mode="before")(_network)
 
@@ -108,15 +218,15 @@ class Azure(Strict):
 
 
 class ApiServers(Strict):
-    count: Annotated[int, Field(ge=1, le=9)] = 3
-    vm_size: str = "auto"
+    count: Annotated[StrictInt, Field(ge=1, le=9)] = 3
+    vm_size: VmSize = "auto"
 
 
 class Etcd(Strict):
-    count: int = 3
-    vm_size: str = "auto"
-    events_cluster: bool = False
-    quota_backend_gib: Annotated[int, Field(ge=1, le=64)] = 8
+    count: StrictInt = 3
+    vm_size: VmSize = "auto"
+    events_cluster: StrictBool = False
+    quota_backend_gib: Annotated[StrictInt, Field(ge=1, le=64)] = 8
 
     @field_validator("count")
     @classmethod
@@ -135,11 +245,11 @@ class ControlPlane(Strict):
 
 
 class Kubernetes(Strict):
-    version: Annotated[str, Field(pattern=r"^1\.(\d+)\.(\d+)$")]
-    service_cidr: IPv4Net = ipaddress.IPv4Network("10.96.0.0/12")
-    pod_cidr: IPv4Net
-    pods_per_node: Annotated[int, Field(ge=8, le=250)] = 32
-    cluster_domain: str = "cluster.local"
+    version: Annotated[str, Field(pattern=r"^1\.([0-9]{1,3})\.([0-9]{1,4})$")]  # ASCII digits: \d is Unicode
+    service_cidr: UsableNet = ipaddress.IPv4Network("10.96.0.0/12")
+    pod_cidr: UsableNet
+    pods_per_node: Annotated[StrictInt, Field(ge=8, le=250)] = 32
+    cluster_domain: DnsName = "cluster.local"
 
     _cidrs = field_validator("service_cidr", "pod_cidr", mode="before")(_network)
 
@@ -148,6 +258,9 @@ class Kubernetes(Strict):
     def _service_size(cls, v: IPv4Net) -> IPv4Net:
         if v.prefixlen < 12:
             raise ValueError(f"{v} is larger than /12, the largest service range kube-apiserver accepts")
+        if v.prefixlen > 28:
+            raise ValueError(f"{v} is too small: the service range must hold the API service IP "
+                             f"({v.network_address + 1}) and the cluster DNS IP (the 10th address); use /28 or larger")
         return v
 
     @property
@@ -157,9 +270,9 @@ class Kubernetes(Strict):
 
 class CloudPool(Strict):
     name: Label
-    vm_size: str
-    min: Annotated[int, Field(ge=0)] = 0
-    max: Annotated[int, Field(ge=1, le=1000)]
+    vm_size: VmSize
+    min: Annotated[StrictInt, Field(ge=0)] = 0
+    max: Annotated[StrictInt, Field(ge=1, le=1000)]
 
     @model_validator(mode="after")
     def _bounds(self) -> CloudPool:
@@ -169,9 +282,9 @@ class CloudPool(Strict):
 
 
 class Vpn(Strict):
-    peer_ip: IPv4Addr
-    asn: Annotated[int, Field(ge=1, le=4294967294)] | None = None
-    bgp_peer_ip: IPv4Addr | None = None  # the device's private BGP address; required with `asn`
+    peer_ip: HostAddr
+    asn: Annotated[StrictInt, Field(ge=1, le=4294967294)] | None = None
+    bgp_peer_ip: HostAddr | None = None  # the device's private BGP address; required with `asn`
 
     @field_validator("asn")
     @classmethod
@@ -194,7 +307,7 @@ class Vpn(Strict):
 
 
 class OnPrem(Strict):
-    cidrs: Annotated[list[IPv4Net], Field(min_length=1)]
+    cidrs: Annotated[list[UsableNet], Field(min_length=1)]
     vpn: Vpn | None = None
 
     @field_validator("cidrs", mode="before")
@@ -206,27 +319,27 @@ class OnPrem(Strict):
 class Mirrors(Strict):
     """Where nodes get packages. Racks have no internet access either."""
 
-    apt_proxy: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")] | None = None
-    kubernetes: Annotated[str, Field(pattern=r"^(https?|file)://\S+$")] | None = None
+    apt_proxy: Annotated[str, AfterValidator(partial(_url, schemes=("http", "https")))] | None = None
+    kubernetes: Annotated[str, AfterValidator(partial(_url, schemes=("http", "https", "file")))] | None = None
     # A registry mirror every node pulls through (containerd `hosts.toml`): images keep their
     # upstream names, the mirror serves `<upstream registry>/<repository>` under its own /v2/.
-    registry: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*[^\s/])?$")] | None = None
+    registry: Annotated[str, AfterValidator(partial(_url, schemes=("http", "https"), trailing_slash=False))] | None = None
 
 
 class Team(Strict):
     name: Label
-    gpu_quota: Annotated[int, Field(ge=0)] | None = None
+    gpu_quota: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
 class Gpu(Strict):
-    model: Annotated[str, Field(pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")]
-    count: Annotated[int, Field(ge=0, le=16)] = 8
+    model: Annotated[str, Field(pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$")]  # a label value
+    count: Annotated[StrictInt, Field(ge=0, le=16)] = 8
     vendor: Literal["nvidia"] = "nvidia"
 
 
 class Node(Strict):
     name: Label
-    ip: IPv4Addr
+    ip: HostAddr
 
 
 class NodeRange(Strict):
@@ -236,15 +349,50 @@ class NodeRange(Strict):
     addresses are consecutive from ``first_ip``.
     """
 
-    count: Annotated[int, Field(ge=1, le=4096)]
-    first_ip: IPv4Addr
+    count: Annotated[StrictInt, Field(ge=1, le=4096)]
+    first_ip: HostAddr
     name: str = "{rack}-n{index:02d}"
-    start: Annotated[int, Field(ge=0)] = 1
+    start: Annotated[StrictInt, Field(ge=0, le=1_000_000)] = 1
+
+    @field_validator("name")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        name_pattern(v)
+        return v
+
+    def node_name(self, rack: str, index: int) -> str:
+        return self.name.format(rack=rack, index=index)
+
+
+_INDEX_SPEC = re.compile(r"(0[1-9])?d?")
+
+
+def name_pattern(pattern: str) -> None:
+    """A node-name pattern is literal DNS-label text with `{rack}` and `{index}` (or `{index:0Nd}`, N <= 9)
+    and nothing else: no other fields, conversions or widths that could make names unbounded."""
+    hint = "use literal a-z, 0-9, '-' with {rack} and {index} (e.g. '{rack}-n{index:02d}')"
+    try:
+        parts = list(string.Formatter().parse(pattern))
+    except ValueError as exc:
+        raise ValueError(f"bad name pattern {printable(pattern)[:80]!r} ({exc}); {hint}") from None
+    has_index = False
+    for literal, field, spec, conversion in parts:
+        if not re.fullmatch(r"[a-z0-9-]*", literal):
+            raise ValueError(f"bad name pattern {printable(pattern)[:80]!r}: {printable(literal)[:40]!r}; {hint}")
+        if field is None:
+            continue
+        if conversion is not None or field not in ("rack", "index") or (
+                field == "rack" and spec) or (field == "index" and not _INDEX_SPEC.fullmatch(spec or "")):
+            raise ValueError(f"bad name pattern {printable(pattern)[:80]!r}: field {{{printable(field)}}}; {hint}")
+        has_index = has_index or field == "index"
+    if not has_index:
+        raise ValueError(f"bad name pattern {printable(pattern)[:80]!r}: it has no {{index}}, so every node would "
+                         f"get the same name; {hint}")
 
 
 class Rack(Strict):
     name: Label
-    team: str | None = None
+    team: Label | None = None
     gpu: Gpu | None = None
     nodes: list[Node] = Field(default_factory=list)
     node_range: NodeRange | None = None
@@ -258,16 +406,16 @@ class Rack(Strict):
 
 class Backups(Strict):
     container: Label = "etcd-snapshots"
-    interval_minutes: Annotated[int, Field(ge=5, le=1440)] = 60
-    retention_days: Annotated[int, Field(ge=1, le=365)] = 14
+    interval_minutes: Annotated[StrictInt, Field(ge=5, le=1440)] = 60
+    retention_days: Annotated[StrictInt, Field(ge=1, le=365)] = 14
 
 
 class Lab(Strict):
     """Present only for the local lab: nodes are systemd-nspawn containers on this host."""
 
     bridge: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,14}$")] = "skyrack0"
-    subnet: IPv4Net = ipaddress.IPv4Network("198.18.0.0/24")
-    suite: str = "bookworm"
+    subnet: UsableNet = ipaddress.IPv4Network("198.18.0.0/24")
+    suite: Annotated[str, Field(pattern=r"^[a-z]{2,20}$")] = "bookworm"
 
     _cidr = field_validator("subnet", mode="before")(_network)
 
@@ -316,7 +464,7 @@ class Environment(Strict):
             if rng is not None:
                 first = int(rng.first_ip)
                 for k in range(rng.count):
-                    name = rng.name.format(rack=rack.name, index=rng.start + k)
+                    name = rng.node_name(rack.name, rng.start + k)
                     node = Node.model_construct(name=name, ip=ipaddress.IPv4Address(first + k))
                     out.append((rack, node, f"racks[{ri}].node_range({name})"))
         return out
@@ -338,11 +486,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """A YAML loader that refuses duplicate keys (PyYAML silently keeps the last one)."""
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor`: merged keys may be overridden, that is what a merge is for
         key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
+        try:
+            twice = key in seen
+        except TypeError:  # a list or mapping as a key
+            raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value",
+                                                    key_node.start_mark) from None
+        if twice:
             raise yaml.constructor.ConstructorError(
                 None, None, f"key {key!r} appears twice (first on line {seen[key].start_mark.line + 1})",
                 key_node.start_mark,
@@ -351,26 +506,74 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
     return loader.construct_mapping(node, deep=deep)
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_unique_mapping)
 
 
 def read_yaml(path: Path, text: str | None = None) -> Any:
-    """Parse a YAML file; problems name the file, line and column."""
+    """Parse a YAML file; problems name the file, line and column.
+
+    At most MAX_FILE_BYTES, and at most MAX_YAML_NODES once aliases are expanded (checked on the
+    node graph before anything is built, so an alias bomb costs nothing); recursive aliases and
+    nesting too deep for the parser are problems, not crashes."""
     label = str(path)
     if text is None:
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise InputError([Problem(label, "", "no such file")]) from None
-        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-            raise InputError([Problem(label, "", f"cannot read: {exc}")]) from None
+        text = read_text(path, MAX_FILE_BYTES)
+    elif len(text) > MAX_FILE_BYTES:
+        raise InputError([Problem(label, "", f"larger than {MAX_FILE_BYTES // 1024} KiB: not a skyrack file")])
+    loader = None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = getattr(exc, "problem", None) or str(exc)
-        raise InputError([Problem(label, where, f"invalid YAML: {what}")]) from None
+        loader = _UniqueKeyLoader(text)  # the reader refuses some characters already
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(label, node)
+        return loader.construct_document(node)
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise InputError([yaml_problem(label, exc)]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def yaml_problem(label: str, exc: yaml.YAMLError | RecursionError) -> Problem:
+    """A YAML error as `file: line L, column C: invalid YAML: what`."""
+    if isinstance(exc, RecursionError):
+        return Problem(label, "", "invalid YAML: nested too deeply")
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    what = getattr(exc, "problem", None) or str(exc)
+    return Problem(label, where, f"invalid YAML: {printable(what)}")
+
+
+def _check_expansion(label: str, root: yaml.Node) -> None:
+    """Count the nodes the document expands to (aliases included) without expanding it."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+
+    def children(n: yaml.Node) -> list[yaml.Node]:
+        if isinstance(n, yaml.MappingNode):
+            return [x for pair in n.value for x in pair]
+        return list(n.value) if isinstance(n, yaml.SequenceNode) else []
+
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children(node))
+            if size[key] > MAX_YAML_NODES:
+                line = node.start_mark.line + 1
+                raise InputError([Problem(label, f"line {line}", f"expands to more than {MAX_YAML_NODES:,} YAML nodes "
+                                          "(aliases included): not an environment file")])
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise InputError([Problem(label, f"line {node.start_mark.line + 1}", "invalid YAML: a recursive alias")])
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node) if id(c) not in size)
 
 
 def _known_keys(loc: tuple) -> list[str]:
@@ -410,7 +613,8 @@ def _pydantic_problems(label: str, exc: ValidationError) -> list[Problem]:
         else:
             msg = err["msg"].removeprefix("Value error, ")
             if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
-                msg += f" (got {err['input']!r})"
+                got = repr(err["input"])
+                msg += f" (got {got if len(got) <= 80 else got[:77] + '...'})"
         problems.append(Problem(label, path, msg))
     return problems
 
@@ -425,21 +629,44 @@ def load(path: str | Path, text: str | None = None) -> Environment:
     try:
         env = Environment.model_validate(data)
     except ValidationError as exc:
-        raise InputError(_pydantic_problems(label, exc)) from None
-    problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.stem)]
+        raise InputError(_capped(label, _pydantic_problems(label, exc))) from None
+    except RecursionError:
+        raise InputError([Problem(label, "", "nested too deeply")]) from None
+    problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.name)]
     if problems:
-        raise InputError(problems)
+        raise InputError(_capped(label, problems))
     return env
+
+
+def _capped(label: str, problems: list[Problem]) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    return [*problems[:MAX_PROBLEMS], Problem(label, "", f"{len(problems) - MAX_PROBLEMS} more problems not shown")]
+
+
+def file_name_problem(env_name: str, file_name: str) -> str | None:
+    """An environment file is named exactly `<name>.yaml`: its lock file and its stacks are named after it."""
+    stem, suffix = (file_name[:-5], ".yaml") if file_name.endswith(".yaml") else (Path(file_name).stem, "")
+    if stem != env_name:
+        return (f"{env_name!r} does not match the file name {printable(stem)!r} (the stack and the lock file are named "
+                f"after the environment: name the file {env_name}.yaml)")
+    if not suffix:
+        return f"an environment file is named {env_name}.yaml, not {printable(file_name)!r}"
+    return None
 
 
 # ----------------------------------------------------------------------------- semantics
 
 
-def semantic_problems(env: Environment, file_stem: str | None = None) -> list[tuple[str, str]]:
-    """Rules that span fields. Returns (path, message) pairs, all of them, in file order."""
+def semantic_problems(env: Environment, file_name: str | None = None) -> list[tuple[str, str]]:
+    """Rules that span fields. Returns (path, message) pairs, all of them, in file order.
+
+    `file_name`: the file's name (`dev.yaml`), which must be `<name>.yaml`."""
     out: list[tuple[str, str]] = []
-    if file_stem is not None and env.name != file_stem and not file_stem.startswith(env.name + "."):
-        out.append(("name", f"{env.name!r} does not match the file name {file_stem!r} (the stack is named after the file)"))
+    if file_name is not None:
+        problem = file_name_problem(env.name, file_name)
+        if problem:
+            out.append(("name", problem))
 
     nets = [("azure.vnet_cidr", env.azure.vnet_cidr), ("kubernetes.service_cidr", env.kubernetes.service_cidr),
             ("kubernetes.pod_cidr", env.kubernetes.pod_cidr)]
@@ -462,27 +689,26 @@ def semantic_problems(env: Environment, file_stem: str | None = None) -> list[tu
             known = ", ".join(teams) or "none are defined"
             out.append((f"racks[{ri}].team", f"unknown team {rack.team!r} (teams: {known})"))
         if rack.node_range is not None:
-            try:
-                rack.node_range.name.format(rack=rack.name, index=rack.node_range.start)
-            except (KeyError, IndexError, ValueError) as exc:
-                out.append((f"racks[{ri}].node_range.name", f"bad name pattern: {exc!r}; use {{rack}} and {{index}}"))
-                return out  # names cannot be expanded; later checks would only repeat this
             last = int(rack.node_range.first_ip) + rack.node_range.count - 1
             if last > int(ipaddress.IPv4Address("255.255.255.255")):
                 out.append((f"racks[{ri}].node_range.count", "the range runs past 255.255.255.255"))
                 return out
+    total = sum(len(r.nodes) + (r.node_range.count if r.node_range else 0) for r in env.racks)
+    if total > MAX_NODES:
+        out.append(("racks", f"{total:,} on-prem nodes: more than the {MAX_NODES:,} one environment may have"))
+        return out  # not expanded: the checks below would cost as much as the nodes
 
     names: dict[str, str] = {}
     ips: dict[IPv4Addr, str] = {}
-    label_re = re.compile(DNS_LABEL)
+    label_re = re.compile(DNS_LABEL)  # fullmatch: a trailing newline is not a label
     onprem = env.onprem.cidrs
     for _rack, node, where in env.rack_nodes:
         if node.name in names:
             out.append((f"{where}.name", f"{node.name} is already used by {names[node.name]}"))
         else:
             names[node.name] = where
-        if not label_re.match(node.name):
-            out.append((f"{where}.name", f"{node.name!r} is not a DNS-1123 label"))
+        if not label_re.fullmatch(node.name):
+            out.append((f"{where}.name", f"{printable(node.name)!r} is not a DNS-1123 label"))
         if node.ip in ips:
             out.append((f"{where}.ip", f"{node.ip} is already used by {ips[node.ip]}"))
         else:
@@ -552,14 +778,14 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
 
 Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")]
 ImageRef = Annotated[str, Field(
-    pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$")]
+    pattern=r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")]
 
 
 class Balloon(Strict):
     """Low-priority placeholder pods that hold capacity for a team until real work preempts them."""
 
-    replicas: Annotated[int, Field(ge=0, le=10000)] = 0
-    gpus: Annotated[int, Field(ge=0, le=16)] = 8  # per pod: 8 holds a whole GPU node
+    replicas: Annotated[StrictInt, Field(ge=0, le=10000)] = 0
+    gpus: Annotated[StrictInt, Field(ge=0, le=16)] = 8  # per pod: 8 holds a whole GPU node
     cpu: Quantity = "1"
     memory: Quantity = "1Gi"
 
@@ -569,21 +795,21 @@ class TeamLayer(Strict):
 
     cpu: Quantity | None = None
     memory: Quantity | None = None
-    pods: Annotated[int, Field(ge=1)] | None = None
+    pods: Annotated[StrictInt, Field(ge=1)] | None = None
     balloon: Balloon = Balloon()
 
 
 class Autoscaler(Strict):
     """cluster-autoscaler for the cloud pools (Azure VM scale sets)."""
 
-    max_scale_down_share: Annotated[float, Field(gt=0, le=0.5)] = 0.1
-    scale_down_unneeded_minutes: Annotated[int, Field(ge=1, le=1440)] = 10
-    scale_down_delay_after_add_minutes: Annotated[int, Field(ge=0, le=1440)] = 10
-    max_graceful_termination_seconds: Annotated[int, Field(ge=0, le=86400)] = 600
+    max_scale_down_share: Annotated[StrictFloat, Field(gt=0, le=0.5)] = 0.1
+    scale_down_unneeded_minutes: Annotated[StrictInt, Field(ge=1, le=1440)] = 10
+    scale_down_delay_after_add_minutes: Annotated[StrictInt, Field(ge=0, le=1440)] = 10
+    max_graceful_termination_seconds: Annotated[StrictInt, Field(ge=0, le=86400)] = 600
 
 
 class GpuHealth(Strict):
-    interval_seconds: Annotated[int, Field(ge=30, le=86400)] = 300
+    interval_seconds: Annotated[StrictInt, Field(ge=30, le=86400)] = 300
 
 
 class Versions(Strict):
@@ -604,12 +830,12 @@ class Versions(Strict):
 
 
 class ClusterLayer(Strict):
-    bootstrap_token_ttl_hours: Annotated[int, Field(ge=1, le=24 * 30)] = 24
+    bootstrap_token_ttl_hours: Annotated[StrictInt, Field(ge=1, le=24 * 30)] = 24
     teams: dict[str, TeamLayer] = Field(default_factory=dict)
     autoscaler: Autoscaler = Autoscaler()
     gpu_health: GpuHealth = GpuHealth()
-    prometheus_retention_days: Annotated[int, Field(ge=1, le=365)] = 15
-    gang_permit_wait_seconds: Annotated[int, Field(ge=1, le=3600)] = 60  # a gang's pods wait this long for the rest
+    prometheus_retention_days: Annotated[StrictInt, Field(ge=1, le=365)] = 15
+    gang_permit_wait_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 60  # a gang's pods wait this long for the rest
     versions: Versions = Versions()
 
 

@@ -7,8 +7,22 @@ Bad input never surfaces as a traceback. Code that finds a problem raises
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+
+# Exit codes of every command (README, "Bad input").
+EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """`text` with every control character (newlines, ESC, bidi overrides) shown as an escape."""
+    s = str(text)
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), s) if _CONTROL.search(s) else s
 
 
 @dataclass(frozen=True)
@@ -41,3 +55,11 @@ def format_path(loc: Iterable[object]) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out
+
+
+def os_problem(label: str, exc: OSError, doing: str = "cannot read") -> Problem:
+    """An OSError as a Problem: 'no such file', or what the system said (no traceback)."""
+    if exc.errno == errno.ENOENT:
+        return Problem(label, "", "no such file")
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return Problem(label, "", f"{doing}: {reason}")

@@ -6,14 +6,68 @@ must be identifiers). What a rack's nodes share (team, GPU, labels, taints) are 
 rack group's variables; host variables are only what differs per node (address, pod
 range); environment-wide values (and the control plane's outputs, as
 ``skyrack_cp_<key>``) are variables of ``all``. Every variable is prefixed ``skyrack_``.
+
+Every value is data, never a template: the environment's values are validated as what they
+are (URLs, DNS names, labels), and any string that could still start a Jinja2 construct
+(holds a ``{``) is written as Ansible's ``!unsafe`` (YAML) or ``__ansible_unsafe`` (dynamic
+JSON), so Ansible never evaluates it. Only public control-plane outputs enter an inventory.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from .errors import InputError, Problem, printable
 from .plan import NodeVars, Plan
+
+
+class Unsafe(str):
+    """A string Ansible must never template."""
+
+
+def mark_unsafe(value: Any) -> Any:
+    """`value` with every string that holds a '{' (the start of any Jinja2 construct) made Unsafe."""
+    if isinstance(value, str):
+        return Unsafe(value) if "{" in value and not isinstance(value, Unsafe) else value
+    if isinstance(value, dict):
+        return {k: mark_unsafe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mark_unsafe(v) for v in value]
+    return value
+
+
+def _json_unsafe(value: Any) -> Any:
+    if isinstance(value, Unsafe):
+        return {"__ansible_unsafe": str(value)}
+    if isinstance(value, dict):
+        return {k: _json_unsafe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_unsafe(v) for v in value]
+    return value
+
+
+class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """libyaml's safe dumper, writing Unsafe strings with Ansible's `!unsafe` tag."""
+
+
+Dumper.add_representer(Unsafe, lambda d, v: d.represent_scalar("!unsafe", str(v)))
+
+
+def check_path(path: Path, what: str) -> None:
+    """A path handed to Ansible must not read as a template (a '{') nor hold control characters."""
+    text = str(path)
+    if "{" in text or printable(text) != text:
+        raise InputError([Problem(printable(text), "", f"{what}: a path Ansible is given may not contain '{{' "
+                                                       "or control characters")])
+
+
+def dump_yaml(inv: dict[str, Any]) -> str:
+    """An inventory as YAML for Ansible (no anchors, long lines kept)."""
+    return yaml.dump(inv, Dumper=Dumper, sort_keys=False, width=200)
 
 
 def group_name(kind: str, name: str) -> str:
@@ -22,12 +76,12 @@ def group_name(kind: str, name: str) -> str:
 
 def host_vars(node: NodeVars) -> dict[str, Any]:
     """Variables that differ from node to node."""
-    return {"ansible_host": node.ip, "skyrack_pod_cidr": node.pod_cidr}
+    return mark_unsafe({"ansible_host": node.ip, "skyrack_pod_cidr": node.pod_cidr})
 
 
 def rack_vars(node: NodeVars, plan: Plan) -> dict[str, Any]:
     """Variables every node of a rack shares (a rack is one team, one GPU model, one L2 segment)."""
-    return {
+    return mark_unsafe({
         "skyrack_rack_peers": plan.rack_peers(node.rack),
         "skyrack_rack": node.rack,
         "skyrack_team": node.team,
@@ -36,7 +90,7 @@ def rack_vars(node: NodeVars, plan: Plan) -> dict[str, Any]:
         "skyrack_max_pods": node.max_pods,
         "skyrack_node_labels": node.labels,
         "skyrack_node_taints": node.taints,
-    }
+    })
 
 
 def global_vars(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -57,7 +111,7 @@ def global_vars(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, 
     }
     for key, value in (outputs or {}).items():
         out[f"skyrack_cp_{key}"] = value
-    return out
+    return mark_unsafe(out)
 
 
 def _racks(plan: Plan) -> dict[str, list[NodeVars]]:
@@ -92,7 +146,7 @@ def dynamic(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]
         inv[name] = {"hosts": [n.name for n in nodes], "vars": rack_vars(nodes[0], plan)}
     for name, members in by_rack.items():
         inv[name] = {"children": members}
-    return inv
+    return _json_unsafe(inv)
 
 
 def static(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -4,6 +4,12 @@ Pulumi components, the Ansible inventory and the rendered files all read a `Plan
 none of them re-derives an address, a size or a label. Building a plan is pure: the
 only state it reads is the lock file (`configs/<env>.lock.yaml`) that pins pod ranges,
 and `write_lock` is the only function here that writes.
+
+The lock is input like any other: `read_lock` refuses duplicate keys and anything but the
+shape `write_lock` writes, and `verify_lock` checks it against the environment (every range
+a node-sized block inside `pod_cidr`, no two ranges overlapping, pools apart from nodes)
+before any consumer uses it. Writes are atomic (a unique temporary file, fsync, rename,
+under an advisory lock on the directory) and leave nothing behind when they fail.
 """
 
 from __future__ import annotations
@@ -15,10 +21,14 @@ from typing import Any
 
 import yaml
 
-from . import config, ipam, sizing
-from .errors import InputError, Problem
+from . import config, files, ipam, sizing
+from .errors import InputError, Problem, printable
+
+IPv4Net = ipaddress.IPv4Network
 
 LOCK_VERSION = 1
+LOCK_KEYS = ("version", "pod_cidr", "block_prefix", "pools", "nodes")
+MAX_LOCK_BYTES = 32 << 20
 ROLES = ("apiserver", "etcd", "etcd-events")
 
 
@@ -77,7 +87,7 @@ class Plan:
 
     @property
     def lock_path(self) -> Path:
-        return lock_path(self.source)
+        return self.source.with_name(f"{self.env.name}.lock.yaml")  # named after the environment, not the file
 
     def members_of(self, role: str) -> list[Member]:
         return [m for m in self.members if m.role == role]
@@ -137,24 +147,107 @@ class Plan:
 
 
 def lock_path(env_path: Path) -> Path:
-    return env_path.with_name(env_path.stem + ".lock.yaml")
+    """`<dir>/<name>.lock.yaml` for `<dir>/<name>.yaml` (a file named otherwise never gets this far)."""
+    name = env_path.name.removesuffix(".yaml") if env_path.name.endswith(".yaml") else env_path.name
+    return env_path.with_name(name + ".lock.yaml")
+
+
+class _LockLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader, refusing duplicate keys (a merge that kept two ranges for one node)."""
+
+
+_LockLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, config.construct_unique_mapping)
 
 
 def read_lock(env_path: Path, text: str | None = None) -> dict | None:
-    """The lock file next to env_path (or its given text, e.g. read from a git revision)."""
+    """The lock file next to env_path (or its given text, e.g. read from a git revision), its shape checked."""
     path = lock_path(env_path)
+    label = str(path)
     if text is None:
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return None
-        text = path.read_text()
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        text = files.read_text(path, MAX_LOCK_BYTES)
     try:
-        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        raise InputError([Problem(str(path), "", f"invalid YAML: {exc}")]) from None
+        data = yaml.load(text, Loader=_LockLoader)  # noqa: S506 - a safe loader
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise InputError([config.yaml_problem(label, exc)]) from None
     if not isinstance(data, dict) or data.get("version") != LOCK_VERSION:
-        raise InputError([Problem(str(path), "version", f"expected a skyrack lock file version {LOCK_VERSION}")])
+        raise InputError([Problem(label, "version", f"expected a skyrack lock file version {LOCK_VERSION}")])
+    problems = [Problem(label, printable(k), "unknown key in a lock file") for k in data if k not in LOCK_KEYS]
+    if not isinstance(data.get("pod_cidr"), str):
+        problems.append(Problem(label, "pod_cidr", "expected a CIDR"))
+    if type(data.get("block_prefix")) is not int:
+        problems.append(Problem(label, "block_prefix", "expected a prefix length"))
+    for key in ("pools", "nodes"):
+        entries = data.get(key)
+        if entries is None:
+            data[key] = {}
+        elif not isinstance(entries, dict):
+            problems.append(Problem(label, key, "expected a mapping of name to pod range"))
+        else:
+            for name, cidr in entries.items():
+                if not isinstance(name, str) or _span(cidr) is None:
+                    problems.append(Problem(label, f"{key}.{printable(name)}",
+                                            f"{printable(repr(cidr))[:60]} is not a pod range (an IPv4 CIDR)"))
+    if problems:
+        raise InputError(problems[:config.MAX_PROBLEMS])
     return data
+
+
+def _span(cidr: Any) -> tuple[int, int, int] | None:
+    """(first address, last address, prefix) of a strict IPv4 CIDR string, or None. Fast: a lock has thousands."""
+    if not isinstance(cidr, str) or not cidr.isascii() or cidr.count("/") != 1:
+        return None
+    addr, _, bits = cidr.partition("/")
+    if not bits.isdigit() or len(bits) > 2 or not 0 <= int(bits) <= 32 or addr.count(".") != 3:
+        return None
+    octets = addr.split(".")
+    if not all(o.isdigit() and len(o) <= 3 and int(o) <= 255 and (o == "0" or not o.startswith("0")) for o in octets):
+        return None
+    first, prefix = int.from_bytes(bytes(int(o) for o in octets), "big"), int(bits)
+    size = 1 << (32 - prefix)
+    return None if first % size else (first, first + size - 1, prefix)
+
+
+def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
+    """The lock's ranges are usable for this environment: node ranges are blocks of the node size inside
+    pod_cidr, pool ranges are inside it too, and no two ranges overlap. InputError names the lock file.
+
+    (Nodes missing from the lock, or removed from the environment, make the lock out of date,
+    not wrong: `make` reports those.) A lock for another pod_cidr or block size is re-allocated
+    entirely, so its ranges are not checked against this one."""
+    pod_cidr = env.kubernetes.pod_cidr
+    prefix = ipam.block_prefix(env.kubernetes.pods_per_node)
+    if lock.get("pod_cidr") != str(pod_cidr) or lock.get("block_prefix") != prefix:
+        return
+    problems: list[Problem] = []
+    spans: list[tuple[int, int, str, str]] = []
+    lo, hi = int(pod_cidr.network_address), int(pod_cidr.broadcast_address)
+    entries = [(f"pools.{n}", c) for n, c in lock["pools"].items()] + [(f"nodes.{n}", c) for n, c in lock["nodes"].items()]
+    for where, cidr in entries:
+        span = _span(cidr)
+        if span is None:
+            problems.append(Problem(label, where, f"{printable(repr(cidr))[:60]} is not a pod range (an IPv4 CIDR)"))
+            continue
+        first, last, bits = span
+        if first < lo or last > hi:
+            problems.append(Problem(label, where, f"{cidr} is outside kubernetes.pod_cidr ({pod_cidr})"))
+        elif where.startswith("nodes.") and bits != prefix:
+            problems.append(Problem(label, where, f"{cidr} is not a /{prefix} (the node range size for "
+                                                  f"pods_per_node {env.kubernetes.pods_per_node})"))
+        elif bits > prefix:
+            problems.append(Problem(label, where, f"{cidr} is smaller than one node range (/{prefix})"))
+        else:
+            spans.append((first, last, where, cidr))
+    spans.sort()
+    reach: tuple[int, str] | None = None  # the furthest end so far, and whose
+    for start, end, where, net in spans:
+        if reach is not None and start <= reach[0]:
+            problems.append(Problem(label, where, f"{net} overlaps the range of {reach[1]}"))
+        if reach is None or end > reach[0]:
+            reach = (end, where)
+    if problems:
+        raise InputError(problems[:config.MAX_PROBLEMS])
 
 
 def node_labels(env: config.Environment, rack: config.Rack) -> dict[str, str]:
@@ -178,8 +271,10 @@ def node_taints(rack: config.Rack) -> list[str]:
 
 
 def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
-    """Derive the plan. Raises InputError if the address space cannot hold it."""
+    """Derive the plan. Raises InputError if the address space cannot hold it, or the lock is wrong."""
     label = str(source)
+    if lock is not None:
+        verify_lock(env, lock, str(lock_path(source)))
     subnets = ipam.vnet_layout(env)
     sz = sizing.size(env.node_count, env.control_plane.etcd.quota_backend_gib,
                      env.control_plane.apiservers.vm_size, env.control_plane.etcd.vm_size)
@@ -255,8 +350,7 @@ def lock_problem(plan: Plan) -> Problem:
     return Problem(str(plan.lock_path), "", f"{what}; run `skyrack plan {plan.source}` and commit the lock file")
 
 
-def write_lock(plan: Plan) -> bool:
-    """Write the lock file if it differs. Returns True when it was (re)written."""
+def lock_text(plan: Plan) -> str:
     data = plan.lock_data()
     lines = [
         f"# Pod-range allocations for {plan.source.name}, written by `skyrack plan`. Commit this file.",
@@ -271,11 +365,9 @@ def write_lock(plan: Plan) -> bool:
             lines.extend(f"  {name}: {cidr}" for name, cidr in data[key].items())
         else:
             lines.append(f"{key}: {{}}")
-    text = "\n".join(lines) + "\n"
-    path = plan.lock_path
-    if path.exists() and path.read_text() == text:
-        return False
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return True
+    return "\n".join(lines) + "\n"
+
+
+def write_lock(plan: Plan) -> bool:
+    """Write the lock file if it differs. Returns True when it was (re)written."""
+    return files.atomic_write(plan.lock_path, lock_text(plan))

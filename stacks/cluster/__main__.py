@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pulumi
 
+from skyrack import outputs as contract
 from skyrack import plan as planmod
 from skyrack.errors import InputError
 from skyrack.kube.layer import ClusterLayer, ControlPlane
@@ -14,9 +15,17 @@ from skyrack.kube.layer import ClusterLayer, ControlPlane
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def read(ref: pulumi.StackReference, name: str) -> pulumi.Output:
+    """One output of the control-plane stack, by its name in the contract: required ones must be there,
+    secret ones stay secret whatever the other stack did."""
+    spec = contract.spec(name)
+    value = ref.require_output(name) if name in contract.CLUSTER_LAYER_REQUIRED else ref.get_output(name)
+    return pulumi.Output.secret(value) if spec.secret else value
+
+
 def autoscaler_credentials(ref: pulumi.StackReference) -> pulumi.Output:
     """ARM_* for cluster-autoscaler: the stack's `autoscaler_credentials` (a secret), plus its resource group."""
-    return pulumi.Output.all(ref.get_output("resource_group"), ref.get_output("autoscaler_credentials")).apply(
+    return pulumi.Output.all(read(ref, "resource_group"), read(ref, "autoscaler_credentials")).apply(
         lambda v: {**({"ARM_RESOURCE_GROUP": v[0]} if v[0] else {}), **(v[1] or {})})
 
 
@@ -29,13 +38,13 @@ def main() -> None:
         raise pulumi.RunError(str(exc)) from None
     ref = pulumi.StackReference(cfg.get("controlPlaneStack") or f"{pulumi.get_organization()}/skyrack/{stack}")
     cp = ControlPlane(
-        apiserver_endpoint=ref.require_output("apiserver_endpoint"),
-        ca_cert_pem=ref.require_output("ca_cert_pem"),
-        bootstrap_token=ref.require_output("bootstrap_token"),
-        admin_kubeconfig=ref.require_output("admin_kubeconfig"),
-        scale_sets=ref.get_output("cloud_pool_scale_sets"),
+        apiserver_endpoint=read(ref, "apiserver_endpoint"),
+        ca_cert_pem=read(ref, "ca_cert_pem"),
+        bootstrap_token=read(ref, "bootstrap_token"),
+        admin_kubeconfig=read(ref, "admin_kubeconfig"),
+        scale_sets=read(ref, "cloud_pool_scale_sets"),
         autoscaler_credentials=autoscaler_credentials(ref) if plan.pools else None,
-        pool_bootstrap_token=ref.require_output("pool_bootstrap_token") if plan.pools else None,
+        pool_bootstrap_token=read(ref, "pool_bootstrap_token") if plan.pools else None,
     )
     layer = ClusterLayer("cluster", plan, cp, wait_timeout_s=60 * (cfg.get_int("apiserverWaitMinutes") or 20))
     pulumi.export("concerns", list(layer.concerns))

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support import ROOT, run_cli
 
 
@@ -58,11 +60,43 @@ def test_yaml_has_no_anchors() -> None:
     assert "&id" not in run_cli("inventory", "configs/prod.yaml").stdout
 
 
+HASH = "sha256:" + "ab" * 32
+
+
 def test_outputs_become_group_vars(tmp_path: Path) -> None:
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps({"apiserver_endpoint": "https://10.0.0.46:6443", "ca_cert_hash": "sha256:ab"}))
+    outputs.write_text(json.dumps({"apiserver_endpoint": "https://10.0.0.46:6443", "ca_cert_hash": HASH}))
     doc = json.loads(run_cli("inventory", "--json", "--outputs", str(outputs), "configs/dev.yaml").stdout)
-    assert doc["all"]["vars"]["skyrack_cp_ca_cert_hash"] == "sha256:ab"
+    assert doc["all"]["vars"]["skyrack_cp_ca_cert_hash"] == HASH
+
+
+SECRETS = {"bootstrap_token": "abcdef.0123456789abcdef", "admin_kubeconfig": "apiVersion: v1\nkind: Config\n",
+           "vpn_shared_key": "pre-shared-key-42", "admin_ssh_private_key": "-----BEGIN PRIVATE KEY-----\nXYZ\n"}
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"]], ids=["yaml", "json"])
+def test_secret_outputs_never_reach_stdout(tmp_path: Path, fmt: list[str]) -> None:
+    """Secrecy comes from the contract: `admin_kubeconfig` and `vpn_shared_key` hold no 'token' or 'secret'."""
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"apiserver_endpoint": "https://10.0.0.46:6443", "ca_cert_hash": HASH, **SECRETS}))
+    proc = run_cli("inventory", *fmt, "--outputs", str(outputs), "configs/dev.yaml")
+    assert proc.returncode == 0, proc.stderr
+    for value in SECRETS.values():
+        assert value not in proc.stdout and value not in proc.stderr
+    assert "skyrack_cp_ca_cert_hash" in proc.stdout
+    assert "left out of the inventory: bootstrap_token, admin_kubeconfig, vpn_shared_key, admin_ssh_private_key" in proc.stderr
+
+
+def test_outputs_that_break_the_contract_are_refused(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"apiserver_endpoint": "https://10.0.0.46:\u0666\u0664\u0664\u0663",
+                                   "bootstrap_token": "not a token", "ansible_become": True}))
+    proc = run_cli("inventory", "--outputs", str(outputs), "configs/dev.yaml")
+    assert proc.returncode == 1 and not proc.stdout
+    assert f"{outputs}: apiserver_endpoint: expected https://<address>:<port>" in proc.stderr
+    assert f"{outputs}: bootstrap_token: expected <6 chars>.<16 chars> of [a-z0-9] (value hidden)" in proc.stderr
+    assert "not a token" not in proc.stderr
+    assert f"{outputs}: ansible_become: not an output of the control plane" in proc.stderr
 
 
 def test_bad_outputs_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from .. import plan as planmod
 from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, out
 from ..errors import InputError, Problem
+from ..term import safe
 from . import ops
 from .client import EtcdError, Tls
 from .remote import RemoteError, Ssh
@@ -53,12 +54,12 @@ def target(path: Path, pki_dir: Path | None, ssh_config: Path | None, blob: str 
 
 
 def usage(message: str) -> NoReturn:
-    err.print(message)
+    err.print(safe(message))
     raise typer.Exit(2)
 
 
 def _say(as_json: bool):
-    return (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]etcd[/bold] {m}"))
+    return (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]etcd[/bold] {safe(m)}"))
 
 
 @app.command()
@@ -69,7 +70,7 @@ def seed(path: EnvArg = DEFAULT_ENV,
 
     lab = _run(lambda: lifecycle.open_lab(path))
     d = controlplane.write_seeds(lab.plan, lab.paths, out_dir)
-    out.print(str(d))
+    out.print(safe(d))
 
 
 @app.command("lab-up")
@@ -107,11 +108,11 @@ def show(path: Path, cluster: str | None, pki_dir: Path | None, as_json: bool, s
         dump_json({"ok": ok, "members": [asdict(r) for r in rows], **({"seeded": seeded} if seeded else {})})
     else:
         table = Table("cluster", "member", "endpoint", "healthy", "leader", "term", "index", "revision", "db", "error",
-                      title=f"etcd of {t.plan.env.name}", title_justify="left")
+                      title=f"etcd of {safe(t.plan.env.name)}", title_justify="left")
         for r in rows:
-            table.add_row(r.cluster, r.name, r.endpoint, "yes" if r.healthy else "[red]no[/red]",
+            table.add_row(safe(r.cluster), safe(r.name), safe(r.endpoint), "yes" if r.healthy else "[red]no[/red]",
                           "*" if r.leader else "", str(r.raft_term), str(r.raft_index), str(r.revision),
-                          f"{r.db_size // 1024} KiB", r.error[:60])
+                          f"{r.db_size // 1024} KiB", safe(r.error[:60]))
         out.print(table)
         out.print(f"{sum(r.healthy for r in rows)}/{len(rows)} members healthy")
     if not ok:
@@ -127,7 +128,7 @@ def snapshot(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir: 
     if as_json:
         dump_json(asdict(snap))
     else:
-        out.print(f"snapshot {snap.name}: {snap.size} bytes, revision {snap.revision}, sha256 {snap.sha256[:16]}…")
+        out.print(f"snapshot {safe(snap.name)}: {snap.size} bytes, revision {snap.revision}, sha256 {safe(snap.sha256[:16])}…")
 
 
 @app.command()
@@ -140,7 +141,7 @@ def snapshots(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir:
         dump_json([asdict(s) for s in snaps])
         return
     for s in snaps:
-        out.print(f"{s.name}  {s.size} bytes  revision {s.revision}")
+        out.print(f"{safe(s.name)}  {s.size} bytes  revision {s.revision}")
 
 
 @app.command()
@@ -159,7 +160,7 @@ def restore(path: EnvArg = DEFAULT_ENV,
     if as_json:
         dump_json({"ok": True, "members": [asdict(r) for r in rows]})
     else:
-        out.print(f"{cluster} restored: cluster {rows[0].cluster_id}, revision {rows[0].revision}")
+        out.print(f"{safe(cluster)} restored: cluster {rows[0].cluster_id}, revision {rows[0].revision}")
 
 
 @app.command("replace-member")
@@ -175,4 +176,4 @@ def replace_member(path: EnvArg = DEFAULT_ENV,
     if as_json:
         dump_json(asdict(st))
     else:
-        out.print(f"{member} rejoined {cluster} as member {st.member_id}, healthy: {st.healthy}")
+        out.print(f"{safe(member)} rejoined {safe(cluster)} as member {st.member_id}, healthy: {st.healthy}")

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
+from ..term import safe
 from . import driver
 from .progress import error_lines, skipped_table, summary_table
 
@@ -29,8 +30,8 @@ def join(
                               check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir)
 
     def said(run: driver.RackRun) -> None:
-        err.print(f"rack {run.rack}: {len(run.hosts)} host(s) in {run.seconds} s, "
-                  f"{len(run.failed_hosts)} failed; record {run.record}")
+        err.print(f"rack {safe(run.rack)}: {len(run.hosts)} host(s) in {run.seconds} s, "
+                  f"{len(run.failed_hosts)} failed; record {safe(run.record)}")
 
     runs = guarded(lambda: driver.join(path, opts, err, on_rack=said), as_json)
     if not runs:
@@ -51,7 +52,7 @@ def join(
             out.print(f"[red]{line}[/red]", markup=True)
         failed = [h for r in runs for h in r.failed_hosts]
         if failed:
-            out.print(f"[red]failed: {', '.join(failed)}[/red]; after fixing, run again with --retry-failed")
+            out.print(f"[red]failed: {safe(', '.join(failed))}[/red]; after fixing, run again with --retry-failed")
         elif check:
             out.print("check mode: nothing was changed on the hosts")
     if bad:

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
-import yaml
 from rich.console import Console
 
-from .. import inventory
+from .. import files, inventory
+from .. import outputs as contract
 from .. import plan as planmod
-from ..cli import read_outputs
 from ..errors import InputError, Problem
+from ..term import safe
 from . import outputs as outmod
 from . import records
 from .progress import Progress, message
@@ -95,8 +95,8 @@ def write_inventory(run_dir: Path, p: planmod.Plan, public_outputs: dict[str, An
     inv = inventory.static(p, public_outputs)
     inv["all"]["vars"].update(lab_vars(p))
     path = run_dir / "inventory" / "hosts.yml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(inv, sort_keys=False, width=200))
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    files.write_private(path, inventory.dump_yaml(inv))
     return path
 
 
@@ -143,10 +143,9 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
         return
     shm = Path("/dev/shm")  # noqa: S108 - TemporaryDirectory makes a private 0700 directory in it
     with tempfile.TemporaryDirectory(prefix="skyrack-", dir=shm if shm.is_dir() else None) as d:
-        path = Path(d) / "secrets.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(secrets, f)
+        path = Path(d) / "secrets.yml"
+        # YAML, so a value that could read as a template is `!unsafe` here too
+        files.write_private(path, inventory.dump_yaml(inventory.mark_unsafe(secrets)))
         yield ["-e", f"@{path}"]
 
 
@@ -158,7 +157,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
     extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
     started = time.time()
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started)
-    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress:
+    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress, records.private_files():
         collector = Collector(progress)
         r = ansible_runner.run(
             private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
@@ -208,8 +207,10 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
     public: dict[str, Any] | None = None
     secrets: dict[str, Any] = {}
     if opts.outputs is not None:
-        data = outmod.check(read_outputs(opts.outputs), opts.outputs)
+        data = outmod.check(contract.read_file(opts.outputs), opts.outputs)
         public, secrets = outmod.split_secrets(data)
+    for what, where in (("--runs-dir", opts.runs_dir), ("the templates", TEMPLATES), ("ansible/", ANSIBLE_DIR)):
+        inventory.check_path(where, what)
     selected = select(p, opts)
     lab_vars(p)  # fail early if a lab is not up
     runs: list[RackRun] = []
@@ -219,7 +220,7 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
         if on_rack:
             on_rack(run)
         if run.failed_hosts and rack != selected[-1][0]:
-            console.print(f"[red]rack {rack} had failures: the racks after it are not started[/red]")
+            console.print(f"[red]rack {safe(rack)} had failures: the racks after it are not started[/red]")
             break
     return runs
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ..term import safe
 from .records import HostResult, RackRun
 
 STYLE = {"ok": "green", "failed": "red", "unreachable": "red", "not run": "yellow"}
@@ -41,7 +42,7 @@ class Progress:
         t = Table("host", "ok", "changed", "failed", "now", title=f"rack {self.rack}", title_justify="left")
         for host, task in self.task.items():
             c = self.counts[host]
-            t.add_row(host, str(c["ok"]), str(c["changed"]), str(c["failed"] + c["unreachable"]), task)
+            t.add_row(safe(host), str(c["ok"]), str(c["changed"]), str(c["failed"] + c["unreachable"]), safe(task))
         return t
 
     def event(self, ev: dict[str, Any]) -> bool:
@@ -57,11 +58,12 @@ class Progress:
             elif kind == "runner_on_failed" and not data.get("ignore_errors"):
                 self.counts[host]["failed"] += 1
                 self.task[host] = f"FAILED: {data.get('task', '')}"
-                self._line(f"[red]{host}[/red] failed: {data.get('task', '')}: {message(data.get('res', {}))}")
+                self._line(f"[red]{safe(host)}[/red] failed: {safe(data.get('task', ''))}: "
+                           f"{safe(message(data.get('res', {})))}")
             elif kind == "runner_on_unreachable":
                 self.counts[host]["unreachable"] += 1
                 self.task[host] = "UNREACHABLE"
-                self._line(f"[red]{host}[/red] unreachable: {message(data.get('res', {}))}")
+                self._line(f"[red]{safe(host)}[/red] unreachable: {safe(message(data.get('res', {})))}")
         if kind == "playbook_on_stats":
             for h in self.task:
                 if not self.task[h].startswith(("FAILED", "UNREACHABLE")):
@@ -88,13 +90,14 @@ def summary_table(runs: list[RackRun]) -> Table:
     for run in runs:
         for h in run.hosts:
             style = STYLE.get(h.result, "")
-            t.add_row(h.rack, h.host, str(h.ok), str(h.changed), str(h.skipped), str(h.failed), str(h.unreachable),
-                      f"[{style}]{h.result}[/{style}]" if style else h.result)
+            t.add_row(safe(h.rack), safe(h.host), str(h.ok), str(h.changed), str(h.skipped), str(h.failed),
+                      str(h.unreachable), f"[{style}]{safe(h.result)}[/{style}]" if style else safe(h.result))
     return t
 
 
 def error_lines(runs: list[RackRun]) -> list[str]:
-    return [f"{h.host}: {h.result}: {h.message}" for r in runs for h in r.hosts if h.bad]
+    """One line per bad host, escaped for printing with markup."""
+    return [safe(f"{h.host}: {h.result}: {h.message}") for r in runs for h in r.hosts if h.bad]
 
 
 def skipped_table(hosts: list[HostResult]) -> Table | None:
@@ -109,5 +112,5 @@ def skipped_table(hosts: list[HostResult]) -> Table | None:
     total = len(hosts)
     t = Table("skipped", "why", "hosts", title="Not applied on these hosts (with the reason)", title_justify="left")
     for (item, reason), names in groups.items():
-        t.add_row(item, reason, f"all {total}" if len(names) == total and total > 1 else ", ".join(names))
+        t.add_row(safe(item), safe(reason), f"all {total}" if len(names) == total and total > 1 else safe(", ".join(names)))
     return t

@@ -3,14 +3,23 @@
 `runs/<UTC time>-<env>-<rack>/summary.json` says, per host, the counts, the result and
 the first error, and per host what was skipped and why. `--retry-failed` reads the
 newest record of each rack to know which hosts to run again.
+
+Records are private: `runs/` and every run directory are 0700, every file skyrack writes
+there is 0600, and ansible-runner writes its artifacts under a 0077 umask.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from ..errors import InputError, os_problem
+from ..files import write_private
 
 COUNTS = ("ok", "changed", "skipped", "failed", "unreachable")
 
@@ -57,15 +66,33 @@ def new_dir(runs: Path, env: str, rack: str) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     base = runs / f"{stamp}-{env}-{rack}"
     d, i = base, 1
-    while d.exists():
-        i += 1
-        d = base.with_name(f"{base.name}.{i}")
-    d.mkdir(parents=True)
+    try:
+        runs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(runs, 0o700)
+        while True:
+            try:
+                d.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                i += 1
+                d = base.with_name(f"{base.name}.{i}")
+    except OSError as exc:
+        raise InputError([os_problem(str(runs), exc, "cannot write run records")]) from None
     return d
 
 
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files and directories made meanwhile (ansible-runner's artifacts) are private to the owner."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 def save(run: RackRun) -> None:
-    (Path(run.record) / "summary.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n")
+    write_private(Path(run.record) / "summary.json", json.dumps(run.to_dict(), indent=2) + "\n")
 
 
 def latest(runs: Path, env: str, rack: str) -> dict | None:

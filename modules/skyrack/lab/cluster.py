@@ -25,6 +25,8 @@ from pathlib import Path
 import yaml
 
 from .. import build
+from .. import outputs as contract
+from ..files import write_private
 from ..kube import bootstrap, concerns, readiness
 from ..plan import Plan
 from ..render.kubeconfig import kubeconfig
@@ -63,9 +65,10 @@ def outputs(plan: Plan, paths: Paths) -> dict:
 
 
 def write_outputs(plan: Plan, paths: Paths) -> dict:
+    """outputs.json as the contract declares it (validated, 0600, atomic) and the admin kubeconfig (0600)."""
     data = outputs(plan, paths)
-    controlplane.write_private(outputs_path(paths), json.dumps(data, indent=2) + "\n")
-    controlplane.write_private(kubeconfig_path(paths), data["admin_kubeconfig"])
+    contract.write_file(outputs_path(paths), data)
+    write_private(kubeconfig_path(paths), data["admin_kubeconfig"])
     return data
 
 

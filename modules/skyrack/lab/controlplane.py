@@ -14,11 +14,11 @@ mirror (`mirrors.kubernetes`): kubeadm cannot be installed without one.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
 from .. import azurite, certs, pki
+from ..files import write_private
 from ..plan import Member, Plan
 from ..render import cloud_init
 from .state import Paths
@@ -34,12 +34,6 @@ def _private_dir(path: Path) -> Path:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.chmod(0o700)
     return path
-
-
-def write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
 
 
 def ensure_pki(plan: Plan, paths: Paths) -> certs.PlanPki:
