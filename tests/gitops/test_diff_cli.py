@@ -104,8 +104,10 @@ def test_markdown_of_64_new_nodes_stays_readable(repo: GitRepo):
     assert proc.returncode == 0
     md = proc.stdout
     rows = [line for line in md.splitlines() if line.startswith("| ")]
-    assert len(rows) == 3, rows  # header + the rack + the team quota
-    assert "rack r03 added: 64 nodes" in rows[2] or "rack r03 added: 64 nodes" in rows[1]
+    # header + the rack + the team quota + that quota's object in the cluster layer (derived)
+    assert len(rows) == 4, rows
+    assert any("1 cluster-layer object(s) change (ResourceQuota/" in r and "caution" in r for r in rows), rows
+    assert sum("rack r03 added: 64 nodes" in r for r in rows[1:]) == 1
     assert "<details><summary>64 node(s) concerned, by rack</summary>" in md
     assert "r03-n01, r03-n02" in md and "r03-n64" in md
     assert md.startswith("<!-- skyrack-diff -->") and "Unchanged: lab." in md
