@@ -152,3 +152,29 @@ def test_a_revision_whose_derivation_crashes_is_reported_not_hidden(code_repo: G
         assert status == "modified"
         assert one(changes, "could not derive at head: the derivation of pr failed")[0] == "caution"
 
+
+
+def test_stack_settings_are_compared_and_a_secret_never_shown(repo: GitRepo):
+    """An environments-only repository (derived in-process by the installed code): only configs/Pulumi.dev.yaml
+    changes; the API servers' user-data follows the repository it names."""
+    settings = repo.configs / "Pulumi.dev.yaml"
+    settings.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/deb/\n")
+    repo.commit("dev's apt repository")
+    settings.write_text("config:\n  skyrack:kubernetesAptRepo: https://mirror.example.org/k8s/v1.31/deb/\n"
+                        "  skyrack:vpnSharedKey:\n    secure: v1:c2VjcmV0LWNpcGhlcnRleHQ=\n")
+    report = repo.diff("HEAD")
+    (dev,) = [e for e in report.envs if e.name == "dev"]
+    assert dev.status == "modified" and dev.stack
+    got = sorted((c.risk, c.message) for c in dev.changes)
+    assert got == [
+        ("caution", "apiserver user-data changes (apiserver-0, apiserver-1, apiserver-2; 12 line(s)): running VMs "
+                    "keep what they booted with (ignore_changes); each boots with it when replaced (`pulumi up "
+                    "--replace`, one member at a time; docs/azure.md)"),
+        ("caution", "cloud-pool user-data changes (pool-cpu; 4 line(s)): the scale set's model changes; new "
+                    "instances boot with it"),
+        ("caution", "controlplane stack setting skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/"
+                    "deb/ → https://mirror.example.org/k8s/v1.31/deb/"),
+        ("caution", "controlplane stack setting skyrack:vpnSharedKey: changed (a secret)"),
+    ]
+    assert "c2VjcmV0" not in repr(report.as_dict())
+    assert [e.status for e in report.envs if e.name == "lab"] == ["unchanged"]

@@ -52,8 +52,8 @@ def changes(base: dict[str, Any], head: dict[str, Any], explained: Diff) -> list
     """The changes between the facts of base and head, less the plan differences in `explained`."""
     out: list[Change] = []
     for side, facts in (("base", base), ("head", head)):
-        for key in ("error", "failed"):
-            if key in facts and base.get(key) != head.get(key):
+        for key in ("error", "failed"):  # invalid by its own code (reported once when both are) / crashed
+            if key in facts and (key == "failed" or base.get(key) != head.get(key)):
                 out.append(Change("caution", "derived", _field(key), f"could not derive at {side}: "
                                   + "; ".join(facts[key] if isinstance(facts[key], list) else [facts[key]])))
     if out:
@@ -174,10 +174,10 @@ def _user_data(a: dict[str, str], b: dict[str, str], plan: dict[str, Any]) -> It
             by_role.setdefault(roles.get(vm, "pool"), []).append(vm)
     for role, vms in by_role.items():
         lines = sum(_changed_lines(a[v], b[v]) for v in vms)
-        what = f"{role} user-data changes ({_names(vms)}; {lines} line(s))"
+        what = f"{'cloud-pool' if role == 'pool' else role} user-data changes ({_names(vms)}; {lines} line(s))"
         if role == "pool":
-            yield Change("caution", "user-data", _field("user_data", role), f"cloud-pool {what}: the scale set's "
-                         "model changes; new instances boot with it")
+            yield Change("caution", "user-data", _field("user_data", role), f"{what}: the scale set's model "
+                         "changes; new instances boot with it")
         elif plan.get("lab"):
             yield Change("caution", "user-data", _field("user_data", role), f"{what}: the lab's nodes boot with it "
                          "at their next `skyrack lab up`")

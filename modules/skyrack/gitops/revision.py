@@ -24,6 +24,7 @@ from typing import Any
 
 import skyrack
 
+from ..errors import InputError
 from . import derive
 from .git import Repo
 
@@ -54,6 +55,7 @@ class Derivation:
     paths: list[str]
     in_process: bool
     _proc: subprocess.Popen[bytes] | None = None
+    _out: Any = None  # the subprocess's stdout file
     _tmp: tempfile.TemporaryDirectory[str] | None = None
     _result: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -61,8 +63,16 @@ class Derivation:
     def start(cls, repo: Repo, rev: str | None, label: str, paths: list[str]) -> Derivation:
         d = cls(repo, rev, label, paths, in_process=not paths or runs_loaded_code(repo, rev))
         if not d.in_process:
-            d._spawn()
+            try:
+                d._spawn()
+            except (OSError, InputError) as exc:  # reported per environment, like a crash
+                d._fail(f"{exc}")
         return d
+
+    def _fail(self, why: str) -> None:
+        self._result = {p: {"failed": f"the derivation of {self.label} failed ({why})"} for p in self.paths}
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     def _spawn(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="skyrack-diff-")
@@ -75,8 +85,7 @@ class Derivation:
             own.parent.mkdir(parents=True, exist_ok=True)
             (own.parent / "__init__.py").touch()
             shutil.copy(derive.__file__, own)
-        out = open(Path(self._tmp.name) / "facts.json", "wb")
-        self._out = out
+        self._out = out = open(Path(self._tmp.name) / "facts.json", "wb")  # closed by _collect
         env = {**os.environ, "PYTHONPATH": str(tree / "modules"), "PYTHONDONTWRITEBYTECODE": "1"}
         self._proc = subprocess.Popen([sys.executable, "-m", "skyrack.gitops.derive", *self.paths], cwd=tree,
                                       env=env, stdout=out, stderr=subprocess.PIPE)
@@ -92,8 +101,7 @@ class Derivation:
                                      + (err.decode(errors="replace").strip().splitlines() or [""])[-1])
                 self._result = json.loads((Path(self._tmp.name) / "facts.json").read_text())["environments"]
             except (ValueError, KeyError) as exc:
-                why = f"the derivation of {self.label} failed ({exc})"
-                self._result = {p: {"failed": why} for p in self.paths}
+                self._fail(str(exc))
             finally:
                 self._tmp.cleanup()
         return self._result
