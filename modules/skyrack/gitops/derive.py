@@ -78,7 +78,6 @@ def plan_facts(plan: Any, _where: Where) -> Facts:
     for key in ("source", "lock", "environment", "nodes"):
         d.pop(key, None)
     d["onprem_pod_ranges"] = plan.onprem_pod_ranges
-    d["lab"] = plan.env.lab is not None  # a lab's machines are systemd-nspawn nodes, not Azure VMs
     for key in ("members", "pools"):
         d[key] = {item.pop("name"): item for item in d[key]}
     d["nodes"], d["node_meta"] = {}, {}
@@ -136,24 +135,27 @@ def kubernetes_repo(plan: Any, where: Where) -> str | None:
 
 
 def user_data(plan: Any, where: Where) -> Facts:
+    """`vms`: name -> {role, text} (cloud pools: role "pool"); `problem`: why the stack cannot render some."""
     from ..render import cloud_init
 
     etcd_pki = _placeholder_pki(cloud_init.EtcdPki, "etcd")
     api_pki = _placeholder_pki(cloud_init.ApiServerPki, "apiserver")
     join = _placeholder_pki(cloud_init.WorkerJoin, "join")
     repo = kubernetes_repo(plan, where)
-    out: Facts = {}
+    vms: Facts = {}
     for m in plan.members:
         if m.role != "apiserver":
-            out[m.name] = cloud_init.etcd(plan, m, etcd_pki)
+            vms[m.name] = {"role": m.role, "text": cloud_init.etcd(plan, m, etcd_pki)}
         elif repo:
-            out[m.name] = cloud_init.apiserver(plan, m, api_pki, kubernetes_repo=repo)
+            vms[m.name] = {"role": m.role, "text": cloud_init.apiserver(plan, m, api_pki, kubernetes_repo=repo)}
     for pool in plan.pools if repo else []:
-        out[f"pool-{pool.name}"] = cloud_init.pool_node(plan, pool, join, kubernetes_repo=repo)
+        vms[f"pool-{pool.name}"] = {"role": "pool", "text": cloud_init.pool_node(plan, pool, join,
+                                                                                 kubernetes_repo=repo)}
+    problem = None
     if not repo and plan.env.lab is None:
-        out["unrenderable"] = ("no Kubernetes apt repository: neither mirrors.kubernetes nor the stack setting "
-                               "skyrack:kubernetesAptRepo is set, so `pulumi preview` and `pulumi up` stop")
-    return out
+        problem = ("no Kubernetes apt repository: neither mirrors.kubernetes nor the stack setting "
+                   "skyrack:kubernetesAptRepo is set, so `pulumi preview` and `pulumi up` stop")
+    return {"lab": plan.env.lab is not None, "vms": vms, "problem": problem}
 
 
 def stack(plan: Any, where: Where) -> Facts:
@@ -202,7 +204,7 @@ def racks(plan: Any, where: Where) -> Facts:
             files[n.rack] = {name: join_render.render(t, v) for name, t in JOIN_FILES.items()}
     root = where.root
     roles = sorted(p.name for p in (root / "ansible/roles").iterdir() if p.is_dir())
-    return {"playbooks": tree_digests(root, "ansible/playbooks", "ansible/ansible.cfg"),
+    return {"nodes": len(plan.nodes), "playbooks": tree_digests(root, "ansible/playbooks", "ansible/ansible.cfg"),
             "roles": {r: tree_digests(root, f"ansible/roles/{r}") for r in roles},
             "templates": tree_digests(root, "modules/skyrack/templates/join"),
             "files": files}
@@ -224,10 +226,12 @@ FAMILIES: dict[str, Callable[[Any, Where], Facts]] = {
 }
 
 
-def facts(plan: Any, where: Where) -> Facts:
-    """Every family of facts of one planned environment."""
+def facts(plan: Any, where: Where, skip: frozenset[str] = frozenset()) -> Facts:
+    """Every family of facts of one planned environment (but those in skip)."""
     out: Facts = {}
     for name, fn in FAMILIES.items():
+        if name in skip:
+            continue
         try:
             out[name] = fn(plan, where)
         except Exception as exc:

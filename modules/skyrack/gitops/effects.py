@@ -49,7 +49,9 @@ def _field(*parts: str) -> str:
 
 
 def changes(base: dict[str, Any], head: dict[str, Any], explained: Diff) -> list[Change]:
-    """The changes between the facts of base and head, less the plan differences in `explained`."""
+    """The changes between the facts of base and head, less the plan differences in `explained`.
+
+    Either side may lack the plan family (both derived by one code: `compare` says it all)."""
     out: list[Change] = []
     for side, facts in (("base", base), ("head", head)):
         for key in ("error", "failed"):  # invalid by its own code (reported once when both are) / crashed
@@ -70,7 +72,7 @@ def changes(base: dict[str, Any], head: dict[str, Any], explained: Diff) -> list
         out += _plan(diff, base["plan"], head["plan"])
     for family, fn in FAMILIES.items():
         if family in ok:
-            out += fn(base[family], head[family], head.get("plan") or {})
+            out += fn(base[family], head[family])
     return out
 
 
@@ -160,31 +162,28 @@ def _nodes(groups: dict[tuple[str, str], list[str]], a: dict[str, Any], b: dict[
 # ----------------------------------------------------------------------------- other families
 
 
-def _roles_of(plan: dict[str, Any]) -> dict[str, str]:
-    return {name: m["role"] for name, m in (plan.get("members") or {}).items()}
-
-
-def _user_data(a: dict[str, str], b: dict[str, str], plan: dict[str, Any]) -> Iterator[Change]:
-    if "unrenderable" in b and "unrenderable" not in a:
-        yield Change("caution", "user-data", _field("user_data"), f"the stack cannot run: {b['unrenderable']}")
-    roles = _roles_of(plan)
+def _user_data(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
+    if b["problem"] and not a["problem"]:
+        yield Change("caution", "user-data", _field("user_data"), f"the stack cannot run: {b['problem']}")
     by_role: dict[str, list[str]] = {}
-    for vm in sorted(a.keys() & b.keys() - {"unrenderable"}):
-        if a[vm] != b[vm]:
-            by_role.setdefault(roles.get(vm, "pool"), []).append(vm)
+    for vm, x in a["vms"].items():
+        y = b["vms"].get(vm)
+        if y is not None and x["text"] != y["text"]:
+            by_role.setdefault(y["role"], []).append(vm)
     for role, vms in by_role.items():
-        lines = sum(_changed_lines(a[v], b[v]) for v in vms)
+        lines = sum(_changed_lines(a["vms"][v]["text"], b["vms"][v]["text"]) for v in vms)
         what = f"{'cloud-pool' if role == 'pool' else role} user-data changes ({_names(vms)}; {lines} line(s))"
+        field = _field("user_data", role)
         if role == "pool":
-            yield Change("caution", "user-data", _field("user_data", role), f"{what}: the scale set's model "
-                         "changes; new instances boot with it")
-        elif plan.get("lab"):
-            yield Change("caution", "user-data", _field("user_data", role), f"{what}: the lab's nodes boot with it "
-                         "at their next `skyrack lab up`")
+            yield Change("caution", "user-data", field, f"{what}: the scale set's model changes; new instances "
+                         "boot with it")
+        elif b["lab"]:
+            yield Change("caution", "user-data", field, f"{what}: the lab's nodes boot with it at their next "
+                         "`skyrack lab up`")
         else:
-            yield Change("caution", "user-data", _field("user_data", role), f"{what}: running VMs keep what they "
-                         "booted with (ignore_changes); each boots with it when replaced (`pulumi up --replace`, "
-                         "one member at a time; docs/azure.md)")
+            yield Change("caution", "user-data", field, f"{what}: running VMs keep what they booted with "
+                         "(ignore_changes); each boots with it when replaced (`pulumi up --replace`, one member "
+                         "at a time; docs/azure.md)")
 
 
 def _changed_lines(x: str, y: str) -> int:
@@ -194,7 +193,7 @@ def _changed_lines(x: str, y: str) -> int:
                if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
 
-def _stack(a: dict[str, Any], b: dict[str, Any], _plan: dict[str, Any]) -> Iterator[Change]:
+def _stack(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
     for path, x, y in leaf_diff(a, b):
         project, key = path[0], ".".join(path[1:])
         secret = "secret" in path or isinstance(x, dict) or isinstance(y, dict)
@@ -202,7 +201,7 @@ def _stack(a: dict[str, Any], b: dict[str, Any], _plan: dict[str, Any]) -> Itera
         yield Change("caution", "stack", _field("stack", project), f"{project} stack setting {key}: {what}")
 
 
-def _cluster(a: dict[str, Any], b: dict[str, Any], _plan: dict[str, Any]) -> Iterator[Change]:
+def _cluster(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
     added, removed = sorted(b.keys() - a.keys()), sorted(a.keys() - b.keys())
     changed = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
     field = _field("cluster")
@@ -216,12 +215,11 @@ def _cluster(a: dict[str, Any], b: dict[str, Any], _plan: dict[str, Any]) -> Ite
                      f"({_names(removed)}): deleted by `pulumi up` in stacks/cluster")
 
 
-def _racks(a: dict[str, Any], b: dict[str, Any], plan: dict[str, Any]) -> Iterator[Change]:
+def _racks(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
     if not a or not b:
         return
     racks = sorted(b["files"])
-    nodes = len(plan.get("nodes") or {})
-    scope = f"{len(racks)} rack(s), {nodes:,} node(s)"
+    scope = f"{len(racks)} rack(s), {b['nodes']:,} node(s)"
     run = "on their next rack run (`skyrack join`, the rack workflow)"
     changed_roles = sorted(r for r in a["roles"].keys() | b["roles"].keys() if a["roles"].get(r) != b["roles"].get(r))
     if changed_roles:
@@ -259,7 +257,7 @@ PROGRAMS = {"azure": "the Azure program (stacks/, skyrack.azure)", "cluster": "t
             "skyrack.kube)"}
 
 
-def _programs(a: dict[str, Any], b: dict[str, Any], _plan: dict[str, Any]) -> Iterator[Change]:
+def _programs(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
     for name in sorted(a.keys() & b.keys()):
         files = [f for f, _, _ in _file_changes(a[name], b[name])]
         if files:

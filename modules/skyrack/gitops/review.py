@@ -129,9 +129,13 @@ def _one(base: Side, head: Side, b: str | None, h: str | None,
                                            "the old one's resources are orphaned"))
             if not same:
                 diff.changes += compare(old(), new())
-            explained = {} if same else {p: (x, y) for p, x, y in effects.leaf_diff(
+            # One code derives both sides: the plans' differences are the files' (compare). Otherwise those
+            # the files explain, derived by one code, are left to compare.
+            one_code = all(r.in_process for r in runs)
+            skip = frozenset({"plan"}) if one_code else frozenset()
+            explained = {} if same or one_code else {p: (x, y) for p, x, y in effects.leaf_diff(
                 derive.plan_facts(old(), None), derive.plan_facts(new(), None))}
-            diff.changes += effects.changes(runs[0].facts(b, old), runs[1].facts(h, new), explained)
+            diff.changes += effects.changes(runs[0].facts(b, old, skip), runs[1].facts(h, new, skip), explained)
             if same and not diff.changes:
                 diff.status = "unchanged"
     except InputError as exc:

@@ -106,10 +106,12 @@ class Derivation:
                 self._tmp.cleanup()
         return self._result
 
-    def facts(self, path: str, plan: Any) -> dict[str, Any]:
-        """The facts of the environment at path; `plan` (a callable) gives the plan in-process."""
+    def facts(self, path: str, plan: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The facts of the environment at path; `plan` (a callable) gives the plan in-process, where the
+        families in skip are not derived."""
         if self.in_process:
-            return derive.facts(plan(), derive.Where(path, lambda p: self.repo.read(self.rev, p), derive.code_root()))
+            where = derive.Where(path, lambda p: self.repo.read(self.rev, p), derive.code_root())
+            return derive.facts(plan(), where, skip)
         return self._collect().get(path) or {"failed": f"{path} was not derived at {self.label}"}
 
     def close(self) -> None:
