@@ -1,11 +1,12 @@
 """What a revision's own code derives from its environment files, as canonical JSON.
 
-`skyrack diff` runs this module once per revision, in a subprocess whose `skyrack` is
-that revision's (`python -m skyrack.gitops.derive configs/dev.yaml ...`, cwd the
-revision's tree), so a change to the IPAM code, a template, a role or a stack program
-is seen by its effect on each environment, not only a change to an environment file.
+`skyrack diff` runs this module once per revision (`revision`), in a subprocess whose
+`skyrack` is that revision's (`python -m skyrack.gitops.derive configs/dev.yaml ...`, cwd
+the revision's tree), or in-process (`facts`) when that code is the one loaded, so a
+change to the IPAM code, a template, a role or a stack program is seen by its effect on
+each environment, not only a change to an environment file.
 
-Facts per environment, in families (`compare_derived` compares them):
+Facts per environment, in families (`effects` compares them):
 
 * ``plan``: the plan (`Plan.to_dict`), lists keyed by name: subnets, addresses, zones,
   sizes, pod ranges, labels;
@@ -17,7 +18,7 @@ Facts per environment, in families (`compare_derived` compares them):
   project's), secrets as a digest of their ciphertext only;
 * ``cluster``: every object of the cluster layer (`skyrack kube manifests`);
 * ``racks``: what a rack run applies: the playbook and each role's files (digests), and
-  the files the join renders for the first node of each rack;
+  the kubelet files the join renders for each rack (per-node values as placeholders);
 * ``programs``: digests of the two Pulumi programs' code (what only a preview can judge).
 
 A family that fails to derive (an older revision's API, a broken template) is recorded
