@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitops_helpers import GitRepo
+from gitops_helpers import GitRepo, only
 
 from support import ROOT, run_cli
 
@@ -178,3 +178,30 @@ def test_stack_settings_are_compared_and_a_secret_never_shown(repo: GitRepo):
     ]
     assert "c2VjcmV0" not in repr(report.as_dict())
     assert [e.status for e in report.envs if e.name == "lab"] == ["unchanged"]
+
+
+def test_code_and_file_changed_together_each_consequence_once(code_repo: GitRepo):
+    """A node added (the file) and the IPAM change (the code): the node is reported once, by the file's
+    comparison; the moved subnets once, by the derivation."""
+    edit(code_repo, "modules/skyrack/ipam.py", lambda t: t.replace('("apiservers", 28)', '("apiservers", 27)'))
+    code_repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
+    code_repo.commit("room for more API servers, and one more node")
+    _, data = diff(code_repo, "pr")
+    status, changes = verdicts(data)["dev"]
+    assert status == "modified"
+    assert [c for c in changes if c[1] == "nodes"] == [("info", "nodes", "rack r01: 1 node added")], changes
+    assert one(changes, "subnet etcd ")[0] == "danger"
+
+
+def test_an_environment_that_loses_its_apt_repository_cannot_run_its_stack(repo: GitRepo):
+    settings = repo.configs / "Pulumi.dev.yaml"
+    settings.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/deb/\n")
+    repo.commit("dev's apt repository")
+    settings.write_text("config: {}\n")
+    changes = only(repo.diff("HEAD"))
+    (stop,) = [c for c in changes if "the stack cannot run" in c.message]
+    assert stop.risk == "caution" and "skyrack:kubernetesAptRepo is set" in stop.message
+    repo.commit("lost it")
+    settings.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/deb/\n")
+    changes = only(repo.diff("HEAD"))
+    assert [c.risk for c in changes if "every VM's user-data renders now" in c.message] == ["info"]

@@ -165,6 +165,9 @@ def _nodes(groups: dict[tuple[str, str], list[str]], a: dict[str, Any], b: dict[
 def _user_data(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
     if b["problem"] and not a["problem"]:
         yield Change("caution", "user-data", _field("user_data"), f"the stack cannot run: {b['problem']}")
+    elif a["problem"] and not b["problem"]:
+        yield Change("info", "user-data", _field("user_data"), f"every VM's user-data renders now (at base: "
+                     f"{a['problem']})")
     by_role: dict[str, list[str]] = {}
     for vm, x in a["vms"].items():
         y = b["vms"].get(vm)
@@ -197,7 +200,7 @@ def _stack(a: dict[str, Any], b: dict[str, Any]) -> Iterator[Change]:
     for path, x, y in leaf_diff(a, b):
         project, key = path[0], ".".join(path[1:])
         secret = "secret" in path or isinstance(x, dict) or isinstance(y, dict)
-        what = "changed (a secret)" if secret else f"{x} → {y}"
+        what = "changed (a secret)" if secret else f"{'unset' if x is None else x} → {'unset' if y is None else y}"
         yield Change("caution", "stack", _field("stack", project), f"{project} stack setting {key}: {what}")
 
 
