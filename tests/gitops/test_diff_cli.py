@@ -120,3 +120,17 @@ def test_deleting_an_environment_that_was_invalid_is_still_a_deletion(repo: GitR
     (lab,) = [e for e in repo.diff("HEAD").envs if e.name == "lab"]
     assert lab.status == "deleted" and "did not validate" in lab.changes[0].message
     assert lab.changes[0].risk == "danger"
+
+
+def test_save_writes_every_format_from_one_comparison(repo: GitRepo, tmp_path: Path):
+    repo.edit("dev", lambda d: d["control_plane"]["etcd"].update(count=5))
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_cli("diff", "main", "--save", str(out / "d.json"), "--save", str(out / "d.md"),
+                   "--save", str(out / "d.txt"), cwd=repo.root)
+    assert proc.returncode == 1  # the danger item, as without --save
+    assert (out / "d.txt").read_text() == proc.stdout
+    assert (out / "d.json").read_text() == run_cli("diff", "main", "--format", "json", cwd=repo.root).stdout
+    assert (out / "d.md").read_text() == run_cli("diff", "main", "--format", "markdown", cwd=repo.root).stdout
+    bad = run_cli("diff", "main", "--save", str(out / "d.yaml"), cwd=repo.root)
+    assert bad.returncode == 2 and "suffix names the format" in bad.stderr and not (out / "d.yaml").exists()

@@ -82,6 +82,19 @@ def test_a_template_change_is_caution_for_every_environment_with_those_vms(code_
     assert data["summary"]["danger"] == 0
 
 
+def test_a_join_template_change_is_caution_for_the_racks_whose_files_change(code_repo: GitRepo):
+    edit(code_repo, "modules/skyrack/templates/join/kubelet-config.yaml.j2",
+         lambda t: t.replace("serializeImagePulls: false", "serializeImagePulls: false\nimageGCHighThresholdPercent: 80"))
+    code_repo.commit("kubelet: collect images earlier")
+    rc, data = diff(code_repo, "pr")
+    assert rc == 0
+    got = verdicts(data)
+    assert got["dev"] == ("modified", [("caution", "racks", "kubelet-config.yaml changes on the nodes of 1 rack(s) "
+                                        "(r01): kubelets restart on their next rack run (`skyrack join`, the rack "
+                                        "workflow)")])
+    assert one(got["lab"][1], "kubelet-config.yaml changes on the nodes of 1 rack(s)")[0] == "caution"
+
+
 def test_a_role_change_is_caution_for_every_environment_with_racks(code_repo: GitRepo):
     edit(code_repo, "ansible/roles/kubelet/tasks/main.yml",
          lambda t: t + "\n- name: Kubelet is enabled\n  ansible.builtin.systemd_service:\n"
