@@ -82,31 +82,31 @@ def test_a_template_change_is_caution_for_every_environment_with_those_vms(code_
     assert data["summary"]["danger"] == 0
 
 
-def test_a_join_template_change_is_caution_for_the_racks_whose_files_change(code_repo: GitRepo):
-    edit(code_repo, "modules/skyrack/templates/join/kubelet-config.yaml.j2",
-         lambda t: t.replace("serializeImagePulls: false", "serializeImagePulls: false\nimageGCHighThresholdPercent: 80"))
-    code_repo.commit("kubelet: collect images earlier")
+RUN = "on their next rack run (`skyrack join`, the rack workflow)"
+
+
+@pytest.mark.parametrize(("rel", "change", "dev_says", "lab_says"), [
+    pytest.param("modules/skyrack/templates/join/kubelet-config.yaml.j2",
+                 lambda t: t.replace("serializeImagePulls: false",
+                                     "serializeImagePulls: false\nimageGCHighThresholdPercent: 80"),
+                 f"kubelet-config.yaml changes on the nodes of 1 rack(s) (r01): kubelets restart {RUN}",
+                 "kubelet-config.yaml changes on the nodes of 1 rack(s)", id="a join template"),
+    pytest.param("ansible/roles/kubelet/tasks/main.yml",
+                 lambda t: t + "\n- name: Kubelet is enabled\n  ansible.builtin.systemd_service:\n"
+                               "    name: kubelet\n    enabled: true\n",
+                 f"role(s) kubelet change (ansible/roles/kubelet/tasks/main.yml): every node of 1 rack(s), "
+                 f"4 node(s) gets them {RUN}",
+                 "role(s) kubelet change (ansible/roles/kubelet/tasks/main.yml)", id="a role"),
+])
+def test_a_rack_run_change_is_caution_for_every_environment_with_racks(code_repo: GitRepo, rel: str, change,
+                                                                       dev_says: str, lab_says: str):
+    edit(code_repo, rel, change)
+    code_repo.commit("the rack run changes")
     rc, data = diff(code_repo, "pr")
     assert rc == 0
     got = verdicts(data)
-    assert got["dev"] == ("modified", [("caution", "racks", "kubelet-config.yaml changes on the nodes of 1 rack(s) "
-                                        "(r01): kubelets restart on their next rack run (`skyrack join`, the rack "
-                                        "workflow)")])
-    assert one(got["lab"][1], "kubelet-config.yaml changes on the nodes of 1 rack(s)")[0] == "caution"
-
-
-def test_a_role_change_is_caution_for_every_environment_with_racks(code_repo: GitRepo):
-    edit(code_repo, "ansible/roles/kubelet/tasks/main.yml",
-         lambda t: t + "\n- name: Kubelet is enabled\n  ansible.builtin.systemd_service:\n"
-                       "    name: kubelet\n    enabled: true\n")
-    code_repo.commit("kubelet enabled at boot")
-    rc, data = diff(code_repo, "pr")
-    assert rc == 0
-    got = verdicts(data)
-    assert got["dev"] == ("modified", [("caution", "racks", "role(s) kubelet change (ansible/roles/kubelet/tasks/"
-                                        "main.yml): every node of 1 rack(s), 4 node(s) gets them on their next rack "
-                                        "run (`skyrack join`, the rack workflow)")])
-    assert got["lab"][0] == "modified" and one(got["lab"][1], "role(s) kubelet change")[0] == "caution"
+    assert got["dev"] == ("modified", [("caution", "racks", dev_says)])  # nothing else
+    assert got["lab"][0] == "modified" and one(got["lab"][1], lab_says)[0] == "caution"
 
 
 def test_an_ipam_change_that_moves_etcd_is_danger_everywhere(code_repo: GitRepo):
