@@ -60,7 +60,7 @@ def changes(base: dict[str, Any], head: dict[str, Any], explained: Diff) -> list
                                   + "; ".join(facts[key] if isinstance(facts[key], list) else [facts[key]])))
     if out:
         return out
-    for family in base.keys() | head.keys():
+    for family in sorted(base.keys() | head.keys()):
         a, b = base.get(family) or {}, head.get(family) or {}
         for side, facts in (("base", a), ("head", b)):
             if "unavailable" in facts and a.get("unavailable") != b.get("unavailable"):

@@ -6,7 +6,9 @@ installed skyrack), or the loaded package is the working tree's and the side's c
 the same (`git diff`: nothing under `modules/`, `ansible/`, `stacks/` differs). Otherwise
 the revision is copied to a temporary directory (`git archive`; the working tree's files
 git does not ignore) and `python -m skyrack.gitops.derive` runs there with its
-`modules/` first on the path; a revision older than `derive.py` gets this one copied in.
+`modules/` first on the path. `derive.py` itself is this process's, copied over the
+revision's (one format of facts at both sides; a revision older than it gets it too):
+what it calls, the plan, the renderers, the templates and the roles, is the revision's.
 Both sides' subprocesses run at once; their output goes to a file, not a pipe.
 """
 
@@ -80,11 +82,12 @@ class Derivation:
         tree.mkdir()
         self.repo.export(self.rev, tree)
         package = tree / "modules/skyrack"
-        own = package / "gitops/derive.py"
-        if not own.is_file():  # a revision that predates it: run this one against its code
-            own.parent.mkdir(parents=True, exist_ok=True)
-            (own.parent / "__init__.py").touch()
-            shutil.copy(derive.__file__, own)
+        # The glue is this process's derive.py at both sides (one format of facts, also for a revision that
+        # predates it); everything it calls (plan, renderers, templates, roles) is the revision's own.
+        glue = package / "gitops/derive.py"
+        glue.parent.mkdir(parents=True, exist_ok=True)
+        (glue.parent / "__init__.py").touch()
+        shutil.copy(derive.__file__, glue)
         self._out = out = open(Path(self._tmp.name) / "facts.json", "wb")  # closed by _collect
         env = {**os.environ, "PYTHONPATH": str(tree / "modules"), "PYTHONDONTWRITEBYTECODE": "1"}
         self._proc = subprocess.Popen([sys.executable, "-m", "skyrack.gitops.derive", *self.paths], cwd=tree,
