@@ -121,7 +121,6 @@ def _one(base: Side, head: Side, b: str | None, h: str | None,
         else:
             same = b == h and _same(base, head, b)
             old, new = functools.cache(lambda: base.plan(b)), functools.cache(lambda: head.plan(h))
-            diff.stack = new().env.lab is None
             if b != h:
                 diff.changes.append(Change("danger", "environment", h,
                                            f"renamed from {b}: the Pulumi stack is named after the file, so this is a "
@@ -135,7 +134,10 @@ def _one(base: Side, head: Side, b: str | None, h: str | None,
             skip = frozenset({"plan"}) if one_code else frozenset()
             explained = {} if same or one_code else {p: (x, y) for p, x, y in effects.leaf_diff(
                 derive.plan_facts(old(), None), derive.plan_facts(new(), None))}
-            diff.changes += effects.changes(runs[0].facts(b, old, skip), runs[1].facts(h, new, skip), explained)
+            head_facts = runs[1].facts(h, new, skip)
+            diff.changes += effects.changes(runs[0].facts(b, old, skip), head_facts, explained)
+            lab = (head_facts.get("user_data") or {}).get("lab")  # known without planning here again
+            diff.stack = not lab if lab is not None else new().env.lab is None
             if same and not diff.changes:
                 diff.status = "unchanged"
     except InputError as exc:
