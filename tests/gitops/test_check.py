@@ -93,6 +93,20 @@ def test_pod_range_too_small_for_pods_per_node(dev):
     assert "r01-n02 (10.128.0.64/28)" in found.message and "fewer than 32" in found.message
 
 
+def test_the_stack_settings_repository_must_serve_the_version_too(dev):
+    """dev names its apt repository in configs/Pulumi.dev.yaml (no mirrors.kubernetes): an upgrade must move it."""
+    path = dev()
+    stack = path.with_name("Pulumi.dev.yaml")
+    stack.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/deb/\n")
+    assert findings(path, "kubernetes-mirror-matches-version") == []
+    upgraded = dev(lambda d: d["kubernetes"].update(version="1.32.0"))
+    assert upgraded == path
+    (found,) = findings(path, "kubernetes-mirror-matches-version")
+    assert found.field == "Pulumi.dev.yaml: skyrack:kubernetesAptRepo" and "serves 1.31 packages" in found.message
+    stack.write_text("config: [not, a, mapping\n")  # Pulumi's own error; the rule reads what it can
+    assert findings(path, "kubernetes-mirror-matches-version") == []
+
+
 def test_the_version_window_is_defined_once():
     lo, hi = rules.KUBERNETES_MINORS
     assert rules.kubernetes_version_problem(f"1.{lo}.0") is None

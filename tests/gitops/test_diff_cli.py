@@ -104,8 +104,10 @@ def test_markdown_of_64_new_nodes_stays_readable(repo: GitRepo):
     assert proc.returncode == 0
     md = proc.stdout
     rows = [line for line in md.splitlines() if line.startswith("| ")]
-    assert len(rows) == 3, rows  # header + the rack + the team quota
-    assert "rack r03 added: 64 nodes" in rows[2] or "rack r03 added: 64 nodes" in rows[1]
+    # header + the rack + the team quota + that quota's object in the cluster layer (derived)
+    assert len(rows) == 4, rows
+    assert any("1 cluster-layer object(s) change (ResourceQuota/" in r and "caution" in r for r in rows), rows
+    assert sum("rack r03 added: 64 nodes" in r for r in rows[1:]) == 1
     assert "<details><summary>64 node(s) concerned, by rack</summary>" in md
     assert "r03-n01, r03-n02" in md and "r03-n64" in md
     assert md.startswith("<!-- skyrack-diff -->") and "Unchanged: lab." in md
@@ -118,3 +120,17 @@ def test_deleting_an_environment_that_was_invalid_is_still_a_deletion(repo: GitR
     (lab,) = [e for e in repo.diff("HEAD").envs if e.name == "lab"]
     assert lab.status == "deleted" and "did not validate" in lab.changes[0].message
     assert lab.changes[0].risk == "danger"
+
+
+def test_save_writes_every_format_from_one_comparison(repo: GitRepo, tmp_path: Path):
+    repo.edit("dev", lambda d: d["control_plane"]["etcd"].update(count=5))
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_cli("diff", "main", "--save", str(out / "d.json"), "--save", str(out / "d.md"),
+                   "--save", str(out / "d.txt"), cwd=repo.root)
+    assert proc.returncode == 1  # the danger item, as without --save
+    assert (out / "d.txt").read_text() == proc.stdout
+    assert (out / "d.json").read_text() == run_cli("diff", "main", "--format", "json", cwd=repo.root).stdout
+    assert (out / "d.md").read_text() == run_cli("diff", "main", "--format", "markdown", cwd=repo.root).stdout
+    bad = run_cli("diff", "main", "--save", str(out / "d.yaml"), cwd=repo.root)
+    assert bad.returncode == 2 and "suffix names the format" in bad.stderr and not (out / "d.yaml").exists()

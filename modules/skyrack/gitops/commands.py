@@ -30,6 +30,9 @@ def diff(
     fmt: Annotated[Format, typer.Option("--format", "-f", help="text, markdown (a PR comment) or json.")] = Format.text,
     configs: Annotated[Path, typer.Option(help="Directory of the environment files.")] = Path("configs"),
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Text: list every node concerned.")] = False,
+    save: Annotated[list[Path] | None, typer.Option(
+        "--save", help="Also write the report to this file, in the format its suffix names (.json, .md, .txt); "
+                       "repeatable: one comparison, every format CI needs.")] = None,
 ) -> None:
     """What a change does to each environment between two revisions, with its risk.
 
@@ -53,10 +56,17 @@ def diff(
         if unknown:
             raise typer.BadParameter(f"no environment {', '.join(unknown)} at either revision "
                                      f"(known: {', '.join(sorted(known)) or 'none'})", param_hint="--env")
+    writers = {Format.text: lambda r: render.text(r, verbose), Format.markdown: render.markdown,
+               Format.json: render.as_json}
+    by_suffix = {".json": Format.json, ".md": Format.markdown, ".txt": Format.text}
+    for path in save or []:
+        if path.suffix not in by_suffix:
+            raise typer.BadParameter(f"{path}: the suffix names the format: one of {', '.join(by_suffix)}",
+                                     param_hint="--save")
     report = review(repo, base_side, head_side, set(env) if env else None)
-    writer = {Format.text: lambda r: render.text(r, verbose), Format.markdown: render.markdown,
-              Format.json: render.as_json}[fmt]
-    sys.stdout.write(writer(report))
+    for path in save or []:
+        path.write_text(writers[by_suffix[path.suffix]](report))
+    sys.stdout.write(writers[fmt](report))
     raise typer.Exit(report.exit_code)
 
 

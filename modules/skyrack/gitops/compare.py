@@ -58,6 +58,38 @@ def summary(plan: Plan) -> str:
             f"Kubernetes {env.kubernetes.version}, tier {env.tier}")
 
 
+# ----------------------------------------------------------------------------- shared with `effects`
+# The same consequence gets the same words whether an environment file or the code causes it.
+
+
+def endpoint_moved(x: str, y: str, field: str) -> Change:
+    return Change("danger", "control-plane", field,
+                  f"API endpoint {x} → {y}: every kubeconfig and kubelet must be re-pointed")
+
+
+def subnet_changed(name: str, x: str | None, y: str | None, field: str) -> Change:
+    if x and y:
+        return Change("danger", "network", field,
+                      f"subnet {name} {x} → {y}: its VMs are re-created with new addresses (destructive)")
+    return Change("info" if y else "caution", "network", field,
+                  f"subnet {name} {'added: ' + str(y) if y else 'removed: ' + str(x)}")
+
+
+def _count(names: tuple[str, ...]) -> str:
+    return f"{len(names)} node{'s' if len(names) != 1 else ''}"
+
+
+def nodes_readdressed(rack: str, nodes: tuple[str, ...], field: str) -> Change:
+    return Change("caution", "nodes", field, f"rack {rack}: {_count(nodes)} re-addressed: each is drained and "
+                  "re-joined (certificates, routes)", nodes)
+
+
+def pod_ranges_moved(rack: str, nodes: tuple[str, ...], field: str) -> Change:
+    return Change("danger", "nodes", field, f"rack {rack}: {_count(nodes)} of existing nodes get a different pod "
+                  "range: running pods lose their addresses (a node keeps its range for life; check the lock file)",
+                  nodes)
+
+
 # ----------------------------------------------------------------------------- environment
 
 
@@ -127,9 +159,7 @@ def _control_plane(old: Plan, new: Plan) -> Iterator[Change]:
                      + ("" if q1 > q0 else "; an etcd over its quota stops accepting writes"))
     yield from _zones(old, new)
     if old.apiserver_endpoint != new.apiserver_endpoint:
-        yield Change("danger", "control-plane", "azure.vnet_cidr",
-                     f"API endpoint {old.apiserver_endpoint} → {new.apiserver_endpoint}: every kubeconfig and "
-                     "kubelet must be re-pointed")
+        yield endpoint_moved(old.apiserver_endpoint, new.apiserver_endpoint, "azure.vnet_cidr")
 
 
 def _zones(old: Plan, new: Plan) -> Iterator[Change]:
@@ -189,13 +219,7 @@ def _network(old: Plan, new: Plan) -> Iterator[Change]:
             x, y = old.subnets.get(name), new.subnets.get(name)
             if x == y:
                 continue
-            field = "azure.vnet_cidr"
-            if x and y:
-                yield Change("danger", "network", field,
-                             f"subnet {name} {x} → {y}: its VMs are re-created with new addresses (destructive)")
-            else:
-                yield Change("info" if y else "caution", "network", field,
-                             f"subnet {name} {'added: ' + str(y) if y else 'removed: ' + str(x)}")
+            yield subnet_changed(name, x, y, "azure.vnet_cidr")
     added, removed = _net_changes(a.azure.admin_cidrs, b.azure.admin_cidrs)
     for net in added:
         why = public_exposure(net)
@@ -382,7 +406,7 @@ def _nodes(old: Plan, new: Plan) -> Iterator[Change]:
 
     for key, names in groups.items():
         kind, rack = key[0], key[1]
-        count = f"{len(names)} node{'s' if len(names) != 1 else ''}"
+        count = _count(tuple(names))
         field = f"racks[{rack_at[rack]}]" if rack in rack_at else f"racks[{rack_was[rack]}] (at base)"
         nodes = tuple(names)
         if kind == "added":
@@ -406,13 +430,9 @@ def _nodes(old: Plan, new: Plan) -> Iterator[Change]:
                          f"rack {rack}: {count} move from team {key[2]} to {key[3]}: taints change; running jobs "
                          "finish, new ones are the new team's", nodes)
         elif kind == "ip":
-            yield Change("caution", "nodes", field,
-                         f"rack {rack}: {count} re-addressed: each is drained and re-joined (certificates, routes)",
-                         nodes)
+            yield nodes_readdressed(rack, nodes, field)
         elif kind == "pod":
-            yield Change("danger", "nodes", new.lock_path.name,
-                         f"rack {rack}: {count} of existing nodes get a different pod range: running pods lose "
-                         "their addresses (a node keeps its range for life; check the lock file)", nodes)
+            yield pod_ranges_moved(rack, nodes, new.lock_path.name)
         elif kind == "gpu":
             yield Change("info", "nodes", f"{field}.gpu", f"rack {rack}: GPUs {key[2]} → {key[3]} on {count}", nodes)
 

@@ -6,7 +6,9 @@ calls (a few per environment), no library needed. A revision of None is the work
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tarfile
 from pathlib import Path, PurePosixPath
 
 from ..errors import InputError, Problem
@@ -66,3 +68,28 @@ class Repo:
             file = self.root / path
             return file.read_text() if file.is_file() else None
         return self._git("cat-file", "blob", f"{rev}:{path}", missing=None)
+
+    def changed(self, base: str, head: str | None) -> list[str]:
+        """Repository-relative paths that differ between two revisions (head None: the working tree,
+        its untracked files included)."""
+        out = self._git("diff", "--name-only", "--no-renames", "-z", base, *([head] if head else [])) or ""
+        if head is None:
+            out += self._git("ls-files", "--others", "--exclude-standard", "-z") or ""
+        return sorted({p for p in out.split("\0") if p})
+
+    def export(self, rev: str | None, dest: Path) -> None:
+        """Write the files of rev (None: the working tree's files git does not ignore) under dest."""
+        if rev is not None:
+            proc = subprocess.Popen(["git", "archive", "--format=tar", rev], cwd=self.root, stdout=subprocess.PIPE)
+            assert proc.stdout is not None
+            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                tar.extractall(dest, filter="data")
+            if proc.wait() != 0:
+                raise InputError([Problem(rev, "", f"git archive failed in {self.root}")])
+            return
+        listing = self._git("ls-files", "--cached", "--others", "--exclude-standard", "-z") or ""
+        for rel in (p for p in listing.split("\0") if p):
+            src, dst = self.root / rel, dest / rel
+            if src.is_file() or src.is_symlink():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst, follow_symlinks=False)

@@ -47,6 +47,7 @@ class EnvDiff:
     head_path: str | None
     changes: list[Change] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # why it is invalid
+    stack: bool = False  # it has Pulumi stacks (the control plane and the cluster layer): not a lab
 
     @property
     def path(self) -> str:
@@ -57,7 +58,7 @@ class EnvDiff:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "base_path": self.base_path, "head_path": self.head_path,
-                "counts": counts(self.changes), "changes": [c.as_dict() for c in self.sorted_changes()],
+                "stack": self.stack, "counts": counts(self.changes), "changes": [c.as_dict() for c in self.sorted_changes()],
                 "problems": [p.as_dict() for p in self.problems]}
 
 
@@ -66,6 +67,7 @@ class Report:
     base: str
     head: str
     envs: list[EnvDiff]
+    code_changes: list[str] = field(default_factory=list)  # files under modules/, ansible/, stacks/ that differ
 
     @property
     def changes(self) -> list[Change]:
@@ -89,7 +91,7 @@ class Report:
         return 1 if self.counts["danger"] or self.invalid else 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"base": self.base, "head": self.head, "ok": self.exit_code == 0,
+        return {"base": self.base, "head": self.head, "ok": self.exit_code == 0, "code_changes": self.code_changes,
                 "summary": {**self.counts, "environments": len(self.envs), "changed": len(self.changed),
                             "invalid": len(self.invalid)},
                 "environments": [e.as_dict() for e in self.envs]}

@@ -14,6 +14,7 @@ from .model import RISKS, EnvDiff, Report, counts
 MARKER = "<!-- skyrack-diff -->"  # lets CI find and update its own comment
 COMMENT_LIMIT = 60_000  # GitHub allows 65,536 characters
 NAMES_SHOWN = 64  # node names listed per change
+CODE_SHOWN = 12  # changed code files listed
 ICON = {"danger": "🔴 danger", "caution": "🟡 caution", "info": "🔵 info"}
 
 
@@ -32,6 +33,14 @@ def _node_list(names: tuple[str, ...]) -> str:
     return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
 
 
+def _code(report: Report) -> str | None:
+    files = report.code_changes
+    if not files:
+        return None
+    shown = ", ".join(files[:CODE_SHOWN]) + (f" and {len(files) - CODE_SHOWN} more" if len(files) > CODE_SHOWN else "")
+    return f"code changed ({len(files)} file(s): {shown}): each environment compared as each revision's code derives it"
+
+
 def _env_title(e: EnvDiff) -> str:
     where = f"{e.base_path} → {e.head_path}" if e.status == "renamed" else e.path
     return f"{e.name} ({where}): {e.status}"
@@ -42,6 +51,7 @@ def _env_title(e: EnvDiff) -> str:
 
 def text(report: Report, verbose: bool = False) -> str:
     lines = [f"skyrack diff {report.base} → {report.head}: {_headline(report)}"]
+    lines += [c for c in [_code(report)] if c]
     for e in report.envs:
         if e.status == "unchanged":
             continue
@@ -102,6 +112,7 @@ def _markdown(report: Report, node_lists: bool) -> str:
     verdict = ("**Needs an explicit approval**: this change carries danger items or an invalid environment."
                if report.exit_code else "No danger items.")
     lines = [MARKER, f"### skyrack diff `{report.base}` → `{report.head}`", "", f"{headline}. {verdict}", ""]
+    lines += [f"{_cell(c)}.", ""] if (c := _code(report)) else []
     for e in report.envs:
         if e.status != "unchanged":
             lines += _markdown_env(e, node_lists)

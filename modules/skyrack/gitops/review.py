@@ -2,22 +2,28 @@
 
 Files are matched by path; a file that exists only at base and one only at head
 whose texts are mostly alike (difflib ratio >= RENAME_SIMILARITY, git's default
-threshold) are a rename. Unchanged pairs (file and lock file identical) are not planned
-at all, so a review of one changed environment costs one pair of plans.
+threshold) are a rename. A pair is compared twice: its files by `compare` (what the
+change to the file means), and what each revision's own code derives from them by
+`effects` (`revision` runs the derivations), so a code change is seen too. A pair whose
+files (environment, lock, Pulumi stack settings) are identical while no code changed is
+not planned at all, so a review of one changed environment costs one pair of plans.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .. import config
 from .. import plan as planmod
 from ..errors import InputError
+from . import derive, effects
 from .compare import compare, summary
 from .git import Repo, lock_name
 from .model import Change, EnvDiff, Report
+from .revision import Derivation, code_changes
 
 RENAME_SIMILARITY = 0.5
 
@@ -46,6 +52,12 @@ def _stem(path: str) -> str:
     return PurePosixPath(path).stem
 
 
+def env_files(path: str) -> tuple[str, str, str]:
+    """An environment file and the files beside it that it is read with: its lock, its stack settings."""
+    p = PurePosixPath(path)
+    return path, lock_name(path), str(p.with_name(f"Pulumi.{p.stem}.yaml"))
+
+
 def pair(base: list[str], head: list[str], base_side: Side, head_side: Side) -> list[tuple[str | None, str | None]]:
     """(base path, head path) pairs: same path, renames, then what was added or deleted."""
     pairs: list[tuple[str | None, str | None]] = [(p, p) for p in base if p in head]
@@ -68,17 +80,34 @@ def review(repo: Repo, base: Side, head: Side, only: set[str] | None = None) -> 
     pairs = pair(repo.env_files(base.rev), repo.env_files(head.rev), base, head)
     if only:
         pairs = [p for p in pairs if {_stem(x) for x in p if x} & only]
-    return Report(base=base.label, head=head.label, envs=[_one(base, head, b, h) for b, h in pairs])
+    assert base.rev is not None
+    code = code_changes(repo.changed(base.rev, head.rev))
+    todo = [(b, h) for b, h in pairs if b and h and (code or b != h or not _same(base, head, b))]
+    runs = (Derivation.start(repo, base.rev, base.label, [b for b, _ in todo]),
+            Derivation.start(repo, head.rev, head.label, [h for _, h in todo]))
+    try:
+        envs = [_one(base, head, b, h, runs if (b, h) in todo else None) for b, h in pairs]
+    finally:
+        for r in runs:
+            r.close()
+    return Report(base=base.label, head=head.label, envs=envs, code_changes=code)
 
 
-def _one(base: Side, head: Side, b: str | None, h: str | None) -> EnvDiff:
+def _same(base: Side, head: Side, path: str) -> bool:
+    return all(base.text(p) == head.text(p) for p in env_files(path))
+
+
+def _one(base: Side, head: Side, b: str | None, h: str | None,
+         runs: tuple[Derivation, Derivation] | None) -> EnvDiff:
     name = _stem(h or b or "")
     status = "added" if b is None else "deleted" if h is None else "renamed" if b != h else "modified"
     diff = EnvDiff(name=name, status=status, base_path=b, head_path=h)
     try:
         if b is None:
             assert h is not None
-            diff.changes.append(Change("info", "environment", h, f"new environment: {summary(head.plan(h))}"))
+            new = head.plan(h)
+            diff.stack = new.env.lab is None
+            diff.changes.append(Change("info", "environment", h, f"new environment: {summary(new)}"))
         elif h is None:
             try:
                 what = summary(base.plan(b))
@@ -87,19 +116,33 @@ def _one(base: Side, head: Side, b: str | None, h: str | None) -> EnvDiff:
             diff.changes.append(Change("danger", "environment", b,
                                        f"environment deleted: {what} no longer managed from this repository "
                                        "(destroying its Pulumi stack is a separate, explicit step)"))
+        elif runs is None:
+            diff.status = "unchanged"
         else:
-            if b == h and all(base.text(p) == head.text(p) for p in (b, lock_name(b))):
-                diff.status = "unchanged"
-                return diff
-            old, new = base.plan(b), head.plan(h)
+            same = b == h and _same(base, head, b)
+            old, new = functools.cache(lambda: base.plan(b)), functools.cache(lambda: head.plan(h))
             if b != h:
                 diff.changes.append(Change("danger", "environment", h,
                                            f"renamed from {b}: the Pulumi stack is named after the file, so this is a "
                                            f"new stack {name!r}; rename the stack (`pulumi stack rename`) first or "
                                            "the old one's resources are orphaned"))
-            diff.changes += compare(old, new)
+            if not same:
+                diff.changes += compare(old(), new())
+            # One code derives both sides: the plans' differences are the files' (compare). Otherwise those
+            # the files explain, derived by one code, are left to compare.
+            one_code = all(r.in_process for r in runs)
+            skip = frozenset({"plan"}) if one_code else frozenset()
+            explained = {} if same or one_code else {p: (x, y) for p, x, y in effects.leaf_diff(
+                derive.plan_facts(old(), None), derive.plan_facts(new(), None))}
+            head_facts = runs[1].facts(h, new, skip)
+            diff.changes += effects.changes(runs[0].facts(b, old, skip), head_facts, explained)
+            lab = (head_facts.get("user_data") or {}).get("lab")  # known without planning here again
+            diff.stack = not lab if lab is not None else new().env.lab is None
+            if same and not diff.changes:
+                diff.status = "unchanged"
     except InputError as exc:
         diff.status = "invalid"
         diff.problems = exc.problems
         diff.changes = []
     return diff
+

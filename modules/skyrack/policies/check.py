@@ -11,6 +11,9 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
 
 from ..plan import Plan
 from . import rules
@@ -174,11 +177,30 @@ def _version(plan: Plan) -> Iterable[Violation]:
 
 
 @rule("kubernetes-mirror-matches-version",
-      "a Kubernetes package mirror pinned to a minor version (…/v1.NN/…) serves kubernetes.version's minor",
-      "point mirrors.kubernetes at the repository of the new minor version in the same PR")
+      "a Kubernetes package repository pinned to a minor version (…/v1.NN/…) serves kubernetes.version's minor: "
+      "mirrors.kubernetes, or the stack setting skyrack:kubernetesAptRepo (configs/Pulumi.<env>.yaml) without it",
+      "point the repository at the new minor version in the same PR")
 def _mirror(plan: Plan) -> Iterable[Violation]:
-    url = plan.env.mirrors.kubernetes
+    url, field = plan.env.mirrors.kubernetes, "mirrors.kubernetes"
+    if not url:
+        url, field = stack_setting(plan, "skyrack:kubernetesAptRepo"), f"{stack_file(plan).name}: skyrack:kubernetesAptRepo"
     pinned = re.search(r"/v1\.(\d+)(/|$)", url or "")
     if pinned and int(pinned.group(1)) != plan.env.kubernetes.minor:
-        yield ("mirrors.kubernetes", f"{url} serves 1.{pinned.group(1)} packages but kubernetes.version is "
-                                     f"{plan.env.kubernetes.version}: nodes would not find them")
+        yield (field, f"{url} serves 1.{pinned.group(1)} packages but kubernetes.version is "
+                      f"{plan.env.kubernetes.version}: nodes would not find them")
+
+
+def stack_file(plan: Plan) -> Path:
+    """The Pulumi stack settings beside the environment file (`stackConfigDir: configs`)."""
+    return Path(plan.source).with_name(f"Pulumi.{plan.env.name}.yaml")
+
+
+def stack_setting(plan: Plan, key: str) -> str | None:
+    """A plain (not secret) value of the stack settings, if the file and the key are there."""
+    path = stack_file(plan)
+    try:
+        data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except yaml.YAMLError:
+        return None  # Pulumi reports its own file; the rule only reads what it can
+    value = ((data or {}).get("config") or {}).get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
