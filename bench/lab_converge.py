@@ -7,6 +7,11 @@ ones (changed=0 expected). Then, with project settings, one node is added to the
 3-node rack and joined alone with --limit, against a fresh full-rack run of 4 nodes.
 
     sudo .venv/bin/python bench/lab_converge.py [--sizes 1,3,6] [--settings project,defaults]
+    sudo .venv/bin/python bench/lab_converge.py --cluster     # the real cluster: lab up to every node Ready
+
+`--cluster` measures the whole lab as `./dev lab` runs it (the Kubernetes build cached):
+`lab up` (etcd, `kubeadm init`, the cluster layer), the join with the lab's outputs (the
+real `kubeadm join`) and the wait until every worker is Ready; then the re-run of both.
 
 Needs root and the lab's tools (./dev setup). Prints a table; --json for the figures.
 The apt proxy's cache is warm after the first case: first runs install packages from
@@ -29,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "modules"))
 
 from skyrack.join import driver  # noqa: E402
-from skyrack.lab import lifecycle, variants  # noqa: E402
+from skyrack.lab import cluster, lifecycle, variants  # noqa: E402
 
 BRIDGE, OCTET = "skyrackb0", 2
 quiet = Console(file=open("/dev/null", "w"))  # progress off: only timings matter here
@@ -67,6 +72,32 @@ def converge(tmp: Path, nodes: int, settings: str) -> dict:
             "rerun_changed": max(r[1] for r in reruns), "ok": ok1 and all(r[2] for r in reruns)}
 
 
+def real_cluster(tmp: Path, nodes: int = 3) -> dict:
+    """lab up -> join (kubeadm join) -> every worker Ready; then the re-run of lab up and join."""
+    env = variants.make(ROOT / "configs/lab.yaml", tmp / "cluster", BRIDGE, OCTET, rack_nodes=nodes)
+    lifecycle.down(env, say=lambda _m: None)
+    lab = lifecycle.open_lab(env)
+    t0 = time.monotonic()
+    lifecycle.up(env, say=lambda _m: None)
+    t_up = time.monotonic()
+    runs = tmp / "runs-cluster"
+    opts = driver.JoinOptions(runs_dir=runs, outputs=cluster.outputs_path(lab.paths))
+    first = driver.join(env, opts, quiet)
+    t_join = time.monotonic()
+    cluster.wait_nodes(lab.plan, lab.paths, lifecycle.artifacts(lab), timeout=600)
+    t_ready = time.monotonic()
+    lifecycle.up(env, say=lambda _m: None)
+    t_up2 = time.monotonic()
+    again = driver.join(env, opts, quiet)
+    t_join2 = time.monotonic()
+    return {"nodes": nodes, "lab_up_s": round(t_up - t0, 1), "join_s": round(t_join - t_up, 1),
+            "ready_wait_s": round(t_ready - t_join, 1), "to_ready_s": round(t_ready - t0, 1),
+            "rerun_up_s": round(t_up2 - t_ready, 1), "rerun_join_s": round(t_join2 - t_up2, 1),
+            "first_changed": sum(h.changed for r in first for h in r.hosts),
+            "rerun_changed": sum(h.changed for r in again for h in r.hosts),
+            "ok": all(not r.failed_hosts for r in first + again)}
+
+
 def add_one_node(tmp: Path) -> dict:
     """3 converged nodes, then a 4th added to the rack: --limit it, vs a full run of 4 fresh nodes."""
     env3 = lab_env(tmp, 3)
@@ -88,8 +119,24 @@ def main() -> None:
     ap.add_argument("--settings", default="project,defaults")
     ap.add_argument("--no-add", action="store_true", help="skip the add-one-node case")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cluster", action="store_true", help="only the real cluster: lab up to every node Ready")
     args = ap.parse_args()
     out = Console()
+    if args.cluster:
+        with tempfile.TemporaryDirectory(prefix="skyrack-bench-") as d:
+            try:
+                r = real_cluster(Path(d))
+            finally:
+                lifecycle.down(variants.make(ROOT / "configs/lab.yaml", Path(d) / "cluster", BRIDGE, OCTET),
+                               say=lambda _m: None)
+        if args.json:
+            print(json.dumps(r, indent=2))
+        else:
+            out.print(f"{r['nodes']} workers: lab up {r['lab_up_s']} s, join {r['join_s']} s, Ready after "
+                      f"{r['ready_wait_s']} s more: {r['to_ready_s']} s to a Ready cluster "
+                      f"({r['first_changed']} changes); re-run: lab up {r['rerun_up_s']} s, join "
+                      f"{r['rerun_join_s']} s ({r['rerun_changed']} changes)", style=None if r["ok"] else "red")
+        return
     results: dict = {"converge": [], "add_one_node": None}
     with tempfile.TemporaryDirectory(prefix="skyrack-bench-") as d:
         tmp = Path(d)

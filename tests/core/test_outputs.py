@@ -38,7 +38,8 @@ def test_secrecy_is_declared_not_guessed() -> None:
     assert shown["admin_kubeconfig"] == shown["bootstrap_token"] == shown["vpn_shared_key"] == "[secret]"
     assert shown["ca_cert_hash"] == LAB["ca_cert_hash"] and shown["vpn_gateway_ip"] is None
     assert {n for n, o in contract.CONTRACT.items() if o.secret} == {
-        "bootstrap_token", "admin_kubeconfig", "vpn_shared_key", "admin_ssh_private_key", "autoscaler_credentials"}
+        "bootstrap_token", "admin_kubeconfig", "vpn_shared_key", "admin_ssh_private_key", "autoscaler_credentials",
+        "pool_bootstrap_token"}
 
 
 def test_every_consumer_reads_declared_outputs_only() -> None:

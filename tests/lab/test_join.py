@@ -171,6 +171,26 @@ def test_an_unreachable_host_fails_the_run_with_its_name(lab, runs, outputs):
     assert_unchanged(lab, runs, outputs)
 
 
+def test_the_api_server_down_during_a_join_fails_that_host_and_the_retry_converges(lab, runs, outputs):
+    """A node that must (re)join while the control plane is away: a clear failure, then --retry-failed."""
+    assert run_cli("lab", "kubectl", "--env", str(lab.env), "delete", "node", "r01-n03").returncode == 0
+    lab.ssh("r01-n03", "kubeadm reset --force >/dev/null 2>&1")
+    assert run_cli("lab", "stop", "apiserver-0", str(lab.env)).returncode == 0
+    try:
+        rc, data, err = join(lab, runs, "--limit", "r01-n03", "--outputs", str(outputs))
+        assert rc == 1, err
+        result = hosts(data)["r01-n03"]
+        assert result["result"] == "failed", result
+        assert "kubeadm join failed" in err, err  # the progress lines on stderr say why
+    finally:
+        assert run_cli("lab", "up", str(lab.env), timeout=900).returncode == 0
+    rc, data, err = join(lab, runs, "--retry-failed", "--outputs", str(outputs))
+    assert rc == 0 and list(hosts(data)) == ["r01-n03"], err
+    assert_unchanged(lab, runs, outputs)
+    proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--rack", "r99"], "no rack named 'r99' (racks: r01)"),
     (["--limit", "r01-n01,r07-n01"], "--limit names hosts not in lab: r07-n01"),

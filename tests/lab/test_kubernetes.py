@@ -98,3 +98,26 @@ def test_pods_get_planned_addresses_and_reach_each_other_and_the_api_server(lab,
         # ... and pod -> the API server's ClusterIP, through kube-proxy
         kubectl(lab, "-n", NAMESPACE, "exec", f"net-{name}", "--", "/agnhost", "connect", f"{api_clusterip}:443",
                 "--timeout=5s")
+
+
+def test_packages_came_from_the_lab_repository_at_the_pinned_version(lab, cluster):
+    p = planmod.make(lab.env)
+    for name in ("kubelet", "kubeadm", "kubectl"):
+        version = lab.ssh("r01-n01", f"dpkg-query -W -f '${{Version}}' {name}").strip()
+        assert version == f"{p.env.kubernetes.version}-1.1", (name, version)
+        policy = lab.ssh("r01-n01", f"apt-cache policy {name}")
+        assert p.env.mirrors.kubernetes.rstrip("/") in policy, policy  # installed from mirrors.kubernetes
+    for binary, args in (("kubelet", "--version"), ("kubeadm", "version -o short"), ("kubectl", "version --client")):
+        assert f"v{p.env.kubernetes.version}" in lab.ssh("r01-n01", f"{binary} {args}")
+
+
+def test_every_built_image_pulls_through_the_registry_mirror(lab, cluster):
+    """containerd on a worker pulls each image by its upstream name; hosts.toml sends it to mirrors.registry."""
+    from skyrack import upstream
+
+    p = planmod.make(lab.env)
+    hosts = lab.ssh("r01-n01", "cat /etc/containerd/certs.d/registry.k8s.io/hosts.toml")
+    assert f'[host."{p.env.mirrors.registry}/v2/registry.k8s.io"]' in hosts
+    for ref in upstream.KUBERNETES_BUILDS[p.env.kubernetes.version].images().values():
+        lab.ssh("r01-n01", f"ctr -n k8s.io images pull --hosts-dir /etc/containerd/certs.d {ref} >/dev/null")
+        assert ref in lab.ssh("r01-n01", f"ctr -n k8s.io images ls -q name=={ref}")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -197,10 +198,13 @@ def racks(plan: Any, where: Where) -> Facts:
     if not plan.nodes:
         return {}
     base = join_render.node_vars(plan, plan.nodes[0].name)
+    # rack_vars takes the plan from the revision that added rack peers on; older revisions take the node only
+    with_plan = len(inspect.signature(inventory.rack_vars).parameters) > 1
     files: dict[str, dict[str, str]] = {}
     for n in plan.nodes:
         if n.rack not in files:
-            v = {**base, **inventory.rack_vars(n), **{k: f"<{k}>" for k in inventory.host_vars(n)},
+            rack = inventory.rack_vars(n, plan) if with_plan else inventory.rack_vars(n)
+            v = {**base, **rack, **{k: f"<{k}>" for k in inventory.host_vars(n)},
                  "inventory_hostname": "<inventory_hostname>"}
             files[n.rack] = {name: join_render.render(t, v) for name, t in JOIN_FILES.items()}
     root = where.root

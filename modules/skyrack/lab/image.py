@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..build.cache import ROOT as CACHE_ROOT
 from ..errors import InputError, Problem
 from . import mirrors
 
-CACHE_DIR = Path(os.environ.get("SKYRACK_LAB_CACHE", "/var/cache/skyrack/lab"))
+CACHE_DIR = Path(os.environ.get("SKYRACK_LAB_CACHE") or CACHE_ROOT / "lab")
 RECIPE_VERSION = 2
 # What every node boots with; the roles install the rest, as on a real rack.
 PACKAGES = ("openssh-server", "python3", "python3-apt", "systemd", "systemd-sysv", "iproute2", "dbus",
