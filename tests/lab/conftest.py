@@ -57,7 +57,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     # The NoCloud hook (`--seed-dir`): user-data for one host, in place of what it would get.
     (seeds / "r01-n03.yaml").write_text(
         "#cloud-config\nwrite_files:\n  - path: /etc/skyrack-seeded\n    content: seeded by the lab test\n")
-    proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=900)
+    # a Kubernetes build that is not cached yet happens here (./dev test builds it before pytest)
+    proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=3600)
     assert proc.returncode == 0, proc.stderr
     lab = Lab(env, Paths.for_bridge(BRIDGE))
     yield lab
