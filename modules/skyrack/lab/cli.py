@@ -149,7 +149,7 @@ def nodes(
     if as_json:
         dump_json({"ok": ok, "nodes": st})
     else:
-        t = Table("node", "ready", "version", "labels", "taints", title=f"lab {lab.plan.env.name}: nodes",
+        t = Table("node", "ready", "version", "labels", "taints", title=f"{lab.plan.env.name}: Kubernetes nodes",
                   title_justify="left")
         for n in st:
             t.add_row(n["name"], "yes" if n["ready"] else "[red]no[/red]", n["version"] or "",

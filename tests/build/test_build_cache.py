@@ -1,0 +1,65 @@
+"""The build cache (skyrack.build.cache) and a failing build: no half-written entry, one clear error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from skyrack import upstream
+from skyrack.build import cache
+from skyrack.build import kubernetes as k8s
+
+
+def entry(tmp_path, recipe=None) -> cache.Entry:
+    return cache.Entry("demo", "v1", recipe or {"n": 1}, root=tmp_path)
+
+
+def test_a_second_run_builds_nothing(tmp_path):
+    calls = []
+
+    def build(out):
+        calls.append(out)
+        (out / "artifact").write_text("x")
+
+    path = cache.ensure(entry(tmp_path), build, say=lambda _m: None)
+    assert (path / "artifact").read_text() == "x"
+    assert cache.ensure(entry(tmp_path), build, say=lambda _m: None) == path
+    assert len(calls) == 1
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["component"] == "demo" and meta["bytes"] == 1
+    assert cache.history(tmp_path)["demo"] >= 0
+
+
+def test_a_failed_build_leaves_no_entry_and_the_next_one_starts_clean(tmp_path):
+    def broken(out):
+        (out / "half").write_text("half-written")
+        raise cache.BuildError("demo v1: compiling failed; see demo.log")
+
+    with pytest.raises(cache.BuildError, match="demo v1: compiling failed"):
+        cache.ensure(entry(tmp_path), broken, say=lambda _m: None)
+    assert not entry(tmp_path).ready()
+    assert list((tmp_path / "build" / "demo").iterdir()) == [tmp_path / "build/demo/.lock"]
+    path = cache.ensure(entry(tmp_path), lambda out: (out / "ok").write_text("ok"), say=lambda _m: None)
+    assert sorted(p.name for p in path.iterdir()) == ["meta.json", "ok"]
+
+
+def test_a_new_recipe_of_the_same_version_replaces_the_old_entry(tmp_path):
+    old = cache.ensure(entry(tmp_path, {"n": 1}), lambda out: None, say=lambda _m: None)
+    new = cache.ensure(entry(tmp_path, {"n": 2}), lambda out: None, say=lambda _m: None)
+    assert new != old and new.exists() and not old.exists()
+
+
+def test_an_unbuildable_version_fails_with_the_component_and_its_log(tmp_path, monkeypatch):
+    """A version the Go module proxy does not have: one line naming what failed and where its log is."""
+    monkeypatch.setattr(cache, "ROOT", tmp_path)
+    bogus = dataclasses.replace(upstream.KUBERNETES_BUILDS["1.32.13"], version="1.32.999")
+    monkeypatch.setattr(k8s, "_entry", lambda c, v, b, **kw: cache.Entry(c, v, {"k": b.version, **kw}, root=tmp_path))
+    with pytest.raises(cache.BuildError) as exc:
+        k8s.kubernetes(bogus, say=lambda _m: None)
+    message = str(exc.value)
+    assert message.startswith("kubernetes v1.32.999: downloading k8s.io/kubernetes@v1.32.999 failed")
+    log = tmp_path / "build/logs/kubernetes-v1.32.999.log"
+    assert f"see {log}" in message and log.exists()
+    assert not any((tmp_path / "build/kubernetes").glob("v1.32.999-*/meta.json"))
