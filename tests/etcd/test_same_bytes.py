@@ -37,7 +37,8 @@ def test_lab_seed_is_the_stacks_custom_data():
     run = pulumi_harness.run_stack("dev")
     plan = planmod.make(pulumi_harness.CONFIGS / "dev.yaml")
     repo = pulumi_harness.DEFAULT_CONFIG["skyrack:kubernetesAptRepo"]
-    seeds = controlplane.user_data(plan, plan_pki_from_stack(run.pki_state()), repo)
+    seeds = controlplane.user_data(plan, plan_pki_from_stack(run.pki_state()), repo,
+                                   backup_url=run.outputs["backup_container_url"])
     vms = {vm.name: base64.b64decode(vm.plain["osProfile"]["customData"]) for vm in run.of_type("VirtualMachine")}
     assert set(vms) == {m.name for m in plan.members} == set(seeds)
     for name, custom_data in vms.items():

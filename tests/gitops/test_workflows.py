@@ -135,10 +135,13 @@ def clone(tmp_path: Path) -> GitRepo:
         shutil.copy2(ROOT / rel, r.root / rel)
     r.commit("main")
     linked = (".venv", ".cache", "scripts/npm-tools/node_modules")
+    from skyrack import userdata_check
+
+    sources = {rel: ROOT / rel for rel in linked} | {".cache": userdata_check.CACHE}  # $SKYRACK_CACHE moves it
     for rel in linked:
-        if not (ROOT / rel).exists():
+        if not sources[rel].exists():
             need(f"{rel} (run ./dev setup)")
-        (r.root / rel).symlink_to(ROOT / rel)
+        (r.root / rel).symlink_to(sources[rel])
     with (r.root / ".git/info/exclude").open("a") as f:  # .gitignore's "dir/" patterns do not match a link
         f.write("".join(f"/{rel}\n" for rel in linked))
     r.git("update-ref", "refs/remotes/origin/main", "main")

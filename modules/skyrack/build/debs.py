@@ -20,7 +20,17 @@ from ..upstream import KubernetesBuild
 from .cache import ROOT, BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
+# as upstream's kubelet package does: the unit is enabled on install, so kubelet (and with it every
+# static pod of an API server) comes back after a reboot
+KUBELET_POSTINST = """\
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || true
+    systemctl enable kubelet.service >/dev/null 2>&1 || true
+fi
+"""
 KUBELET_UNIT = """\
 [Unit]
 Description=kubelet: The Kubernetes Node Agent
@@ -81,6 +91,9 @@ def _deb(name: str, b: KubernetesBuild, bins: Binaries, work: Path, out: Path, l
         (unit / "kubelet.service").write_text(KUBELET_UNIT)
         (unit / "kubelet.service.d/10-kubeadm.conf").write_text(KUBEADM_DROPIN)
         (root / "etc/kubernetes/manifests").mkdir(parents=True)
+        postinst = root / "DEBIAN/postinst"
+        postinst.write_text(KUBELET_POSTINST)
+        postinst.chmod(0o755)
     depends, description = PACKAGES[name]
     control = [f"Package: {name}", f"Version: {b.version}-1.1", "Architecture: amd64",
                "Maintainer: skyrack lab <skyrack-lab@invalid>", "Section: admin", "Priority: optional",
