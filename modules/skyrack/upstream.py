@@ -57,3 +57,38 @@ KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
 
 def known_versions() -> str:
     return ", ".join(sorted(KUBERNETES_BUILDS))
+
+
+@dataclass(frozen=True)
+class PulumiBuild:
+    """The Pulumi engine the stacks run on, built from its Go modules (pyproject.toml pins the same SDKs).
+
+    The CLI is the release of the Python SDK (`pulumi==version`). The Python language host has
+    no release tags of its own: it is built at the newest commit the Go module proxy serves
+    (`language_python`, with the pkg/sdk release of that commit), and runs the SDK's own
+    `pulumi-language-python-exec` of `version`. The Kubernetes provider is the release of
+    the Python SDK `pulumi-kubernetes==kubernetes`, at that release's commit.
+    """
+
+    version: str  # github.com/pulumi/pulumi/{pkg,sdk}/v3 and the Python SDK
+    go: str  # the `go` line of pkg/v3's go.mod
+    language_python: str  # pseudo-version of github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3
+    language_python_release: str  # the pkg/sdk release at that commit
+    # The checksum database does not know that pseudo-version, so its go.sum lines are pinned here:
+    # checked against upstream's git tree at the commit (the module zip's hash, LICENSE included).
+    language_python_sums: tuple[str, str]  # (h1 of the module zip, h1 of its go.mod)
+    kubernetes: str  # the pulumi-kubernetes release (Python SDK and provider)
+    kubernetes_provider: str  # pseudo-version of github.com/pulumi/pulumi-kubernetes/provider/v4 at that release
+    kubernetes_go: str  # the `go` line of the provider's go.mod
+
+    @property
+    def tag(self) -> str:
+        return f"v{self.version}"
+
+
+PULUMI = PulumiBuild(version="3.260.0", go="1.26.6",
+                     language_python="v3.0.0-20250718110245-a8f88047ab64", language_python_release="3.184.0",
+                     language_python_sums=("h1:3x/gafIPQwk/G6nK5rN9ssW4KXAQMFQypC30PlTigzM=",
+                                           "h1:FHCsy+aAJdr+phX5jpdRdvedlCBI2osMos828Pbze7c="),
+                     kubernetes="4.25.0", kubernetes_provider="v4.0.0-20260115033456-f47bc2d6f199",
+                     kubernetes_go="1.24.7")

@@ -63,3 +63,33 @@ def test_an_unbuildable_version_fails_with_the_component_and_its_log(tmp_path, m
     log = tmp_path / "build/logs/kubernetes-v1.32.999.log"
     assert f"see {log}" in message and log.exists()
     assert not any((tmp_path / "build/kubernetes").glob("v1.32.999-*/meta.json"))
+
+
+def test_the_engine_built_is_the_release_of_the_pinned_and_installed_sdks():
+    """pulumi up runs the built CLI and provider with the installed Python SDKs: the same releases."""
+    import tomllib
+    from importlib.metadata import version
+
+    from skyrack.upstream import PULUMI
+    from support import ROOT
+
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["pulumi"]
+    assert f"pulumi=={PULUMI.version}" in [p.split("#")[0].strip() for p in pins]
+    assert f"pulumi-kubernetes=={PULUMI.kubernetes}" in [p.split("#")[0].strip() for p in pins]
+    assert version("pulumi") == PULUMI.version and version("pulumi-kubernetes") == PULUMI.kubernetes
+
+
+def test_the_workflows_install_the_same_pulumi_release():
+    import yaml
+
+    from skyrack.upstream import PULUMI
+    from support import ROOT
+
+    seen = 0
+    for wf in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        for job in yaml.safe_load(wf.read_text())["jobs"].values():
+            for step in job.get("steps", []):
+                if str(step.get("uses", "")).startswith("pulumi/actions@"):
+                    seen += 1
+                    assert str(step.get("with", {}).get("pulumi-version")) == PULUMI.version, wf.name
+    assert seen >= 3

@@ -4,7 +4,8 @@
 `/var/cache/skyrack/build/`) what is missing: the binaries (`kubernetes.py`), the signed apt
 repository of kubeadm, kubelet and kubectl (`debs.py`), and the OCI images of the control
 plane, kube-proxy, the scheduler, CoreDNS and pause (`images.py`). `report()` says what is
-cached. The lab serves them from its own mirrors (skyrack.lab.mirrors_host).
+cached. The lab serves them from its own mirrors (skyrack.lab.mirrors_host). The Pulumi
+engine the stacks run on (`pulumi.py`) is built beside them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import upstream
 from ..upstream import KubernetesBuild
-from . import debs, images
+from . import debs, images, pulumi
 from . import kubernetes as k8s
 from .cache import ROOT, BuildError, Say, fmt_seconds
 
@@ -27,11 +29,13 @@ class Artifacts:
     binaries: k8s.Binaries
     apt_repo: Path  # the flat repository directory (Release.key, InRelease, Packages, *.deb)
     oci_layout: Path  # one OCI layout with every image (images.layout_tag names them)
+    engine: pulumi.Engine  # the Pulumi CLI, language host and Kubernetes provider the stacks run on
 
 
 def ensure(b: KubernetesBuild, suite: str, say: Say = print) -> Artifacts:
     bins = k8s.all_binaries(b, say)
-    return Artifacts(b, bins, debs.repository(b, bins, say), images.build(b, bins, suite, say))
+    return Artifacts(b, bins, debs.repository(b, bins, say), images.build(b, bins, suite, say),
+                     pulumi.engine(upstream.PULUMI, say))
 
 
 def report(root: Path = ROOT) -> list[dict]:
