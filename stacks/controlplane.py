@@ -17,7 +17,6 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from skyrack import outputs as contract
 from skyrack import plan as planmod
 from skyrack.azure import dns
 from skyrack.azure.apiservers import ApiServers
@@ -33,6 +32,7 @@ from skyrack.azure.rules import pool_subnet
 from skyrack.azure.vault import Vault
 from skyrack.errors import InputError, Problem
 from skyrack.render.kubeconfig import kubeconfig
+from skyrack.stackio import export
 
 
 @dataclass(frozen=True)
@@ -176,20 +176,6 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
         "cert_expiry": pki.cert_expiry,
     })
     return outputs
-
-
-def export(outputs: dict[str, Any]) -> dict[str, Any]:
-    """Export the outputs as the contract declares them: each secret one a Pulumi secret, nothing undeclared."""
-    unknown = contract.undeclared(outputs)
-    if unknown:
-        raise pulumi.RunError(f"outputs not declared in skyrack.outputs.CONTRACT: {', '.join(unknown)}")
-    missing = [o.name for o in contract.CONTRACT.values() if o.always and o.name not in outputs]
-    if missing:
-        raise pulumi.RunError(f"outputs the contract requires of every stack are not exported: {', '.join(missing)}")
-    exported = {k: pulumi.Output.secret(v) if contract.is_secret(k) else v for k, v in outputs.items()}
-    for key, value in exported.items():
-        pulumi.export(key, value)
-    return exported
 
 
 def run(stack: str, configs_dir: Path) -> dict[str, Any]:

@@ -7,20 +7,12 @@ from pathlib import Path
 
 import pulumi
 
-from skyrack import outputs as contract
 from skyrack import plan as planmod
 from skyrack.errors import InputError
 from skyrack.kube.layer import ClusterLayer, ControlPlane
+from skyrack.stackio import read
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def read(ref: pulumi.StackReference, name: str) -> pulumi.Output:
-    """One output of the control-plane stack, by its name in the contract: required ones must be there,
-    secret ones stay secret whatever the other stack did."""
-    spec = contract.spec(name)
-    value = ref.require_output(name) if name in contract.CLUSTER_LAYER_REQUIRED else ref.get_output(name)
-    return pulumi.Output.secret(value) if spec.secret else value
 
 
 def autoscaler_credentials(ref: pulumi.StackReference) -> pulumi.Output:
@@ -33,7 +25,7 @@ def main() -> None:
     stack = pulumi.get_stack()
     cfg = pulumi.Config()
     try:
-        plan = planmod.make(ROOT / "configs" / f"{stack}.yaml")
+        plan = planmod.make(Path(cfg.get("environment") or ROOT / "configs" / f"{stack}.yaml"))
     except InputError as exc:
         raise pulumi.RunError(str(exc)) from None
     ref = pulumi.StackReference(cfg.get("controlPlaneStack") or f"{pulumi.get_organization()}/skyrack/{stack}")

@@ -160,14 +160,25 @@ def kubernetes_provider(b: PulumiBuild, say: Say) -> Path:
             go.run(["mod", "edit", f"-replace={K8S_SDK}={K8S_SDK}@v{b.kubernetes}", f"-require={PKG}@{b.tag}",
                     f"-require={SDK}@{b.tag}"], src, entry, log, "pointing the provider at its SDK and the CLI's release")
             cmd = src / "cmd/pulumi-resource-kubernetes"
-            env = {**go.go_env(entry.root), "VERSION": b.kubernetes}
-            go.run(["run", "-mod=mod", "generate.go"], cmd, entry, log, "generating the embedded schema", env=env)
+            # upstream's `go generate` step, built like the CLI (-trimpath, its tags: compiled packages shared)
+            go.build(["-mod=mod", "-trimpath", "-tags", TAGS, "-o", str(out / "generate"), "generate.go"], cmd, entry,
+                     log, say)
+            _generate(out / "generate", cmd, b.kubernetes, entry, log)
             go.build(["-mod=mod", "-trimpath", "-tags", TAGS, "-ldflags",
                       f"-s -w -X {K8S_PROVIDER}/pkg/version.Version={b.kubernetes}", "-o",
                       str(out / "bin/pulumi-resource-kubernetes"), "./cmd/pulumi-resource-kubernetes"],
                      src, entry, log, say)
             shutil.rmtree(src)
     return ensure(entry, build, say)
+
+
+def _generate(program: Path, cwd: Path, version: str, entry: Entry, log) -> None:
+    """Write schema-embed.json and terraform-mapping-embed.json beside main.go (VERSION stamps the schema)."""
+    proc = subprocess.run([str(program)], cwd=cwd, env={**go.go_env(entry.root), "VERSION": version}, stdout=log,
+                          stderr=log, timeout=600, check=False)
+    program.unlink()
+    if proc.returncode != 0 or not (cwd / "schema-embed.json").is_file():
+        raise BuildError(f"{entry.component} {entry.version}: generating the embedded schema failed; see {log.name}")
 
 
 def engine(b: PulumiBuild, say: Say) -> Engine:

@@ -84,6 +84,9 @@ def _token_parts(token: pulumi.Input[str]) -> tuple[pulumi.Output[str], pulumi.O
 
 
 def _when_ready(endpoint: str, ca_pem: str, kubeconfig: str, timeout_s: float) -> str:
-    readiness.wait_for_apiserver(endpoint, ca_pem, kubeconfig, timeout_s=timeout_s, interval_s=READY_INTERVAL_S,
-                                 log=lambda msg: pulumi.log.info(msg))
+    try:
+        readiness.wait_for_apiserver(endpoint, ca_pem, kubeconfig, timeout_s=timeout_s, interval_s=READY_INTERVAL_S,
+                                     log=lambda msg: pulumi.log.info(msg))
+    except readiness.NotReady as exc:
+        raise pulumi.RunError(str(exc)) from None  # one line, no traceback: nothing was created
     return kubeconfig
