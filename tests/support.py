@@ -16,12 +16,12 @@ CONFIGS = ROOT / "configs"
 
 
 def run_cli(*args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+            env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run `python -m skyrack ARGS` from this checkout (not whatever is installed)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT / "modules"), "COLUMNS": "200", "NO_COLOR": "1"}
     full_env.update(env or {})
     proc = subprocess.run([sys.executable, "-m", "skyrack", *args], cwd=cwd or ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"skyrack {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -60,6 +60,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     # a Kubernetes build that is not cached yet happens here (./dev test builds it before pytest)
     proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=3600)
     assert proc.returncode == 0, proc.stderr
+    # the cluster layer, by the real `pulumi up` of stacks/cluster (what ./dev lab runs before the join)
+    proc = run_cli("lab", "pulumi", "--env", str(env), "up", "--yes", timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     lab = Lab(env, Paths.for_bridge(BRIDGE))
     yield lab
     down = run_cli("lab", "down", str(env), timeout=300)

@@ -12,14 +12,15 @@ from rich.table import Table
 
 from .. import build
 from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, out
-from . import cluster, lifecycle
+from ..engine import EngineError
+from . import cluster, lifecycle, stacks
 
 app = typer.Typer(help="The local lab: every host of a lab environment as a systemd-nspawn node.",
                   no_args_is_help=True)
 
 
 def _run(fn, as_json: bool = False):
-    return guarded(fn, as_json, (lifecycle.LabError, build.BuildError, cluster.ClusterError))
+    return guarded(fn, as_json, (lifecycle.LabError, build.BuildError, cluster.ClusterError, EngineError))
 
 
 def read_seeds(seed_dir: Path | None) -> dict[str, str]:
@@ -94,7 +95,8 @@ def stop(host: Annotated[str, typer.Argument(help="Host to power off (`up` boots
 
 @app.command("build")
 def build_cmd(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
-    """Build (once, cached) what the lab's Kubernetes needs: binaries, apt repository, images; list the cache."""
+    """Build (once, cached) what the lab needs: Kubernetes (binaries, apt repository, images) and the Pulumi
+    engine; list the cache."""
     lab = _run(lambda: lifecycle.open_lab(path), as_json)
     if lab.kubernetes is not None:
         _run(lambda: build.ensure(lab.kubernetes, lab.cfg.suite, say=lambda m: err.print(f"[bold]build[/bold] {m}")),
@@ -166,15 +168,41 @@ def kubectl(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help
     lab = _run(lambda: lifecycle.open_lab(path))
     artifacts = _run(lambda: lifecycle.artifacts(lab))
     binary = str(artifacts.binaries.path("kubectl"))
-    args = [binary, f"--kubeconfig={cluster.kubeconfig_path(lab.paths)}", *kubectl_args(sys.argv, ctx.args)]
+    args = [binary, f"--kubeconfig={cluster.kubeconfig_path(lab.paths)}", *passthrough_args(sys.argv, ctx.args)]
     os.execv(binary, args)  # noqa: S606 - no shell, the arguments as typed
 
 
-def kubectl_args(argv: list[str], parsed: list[str]) -> list[str]:
-    """kubectl's own arguments exactly as typed: click drops a `--`, which `kubectl exec POD -- CMD` needs."""
-    if "kubectl" not in argv:
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def pulumi(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help="The lab's environment file.")]
+           = DEFAULT_ENV) -> None:
+    """Run the built Pulumi on the lab's cluster-layer stack: `skyrack lab pulumi [--env FILE] up|preview|destroy`.
+
+    stacks/cluster, stack <env>, the lab's own backend and passphrase (see `skyrack lab env`)."""
+    lab = _run(lambda: lifecycle.open_lab(path))
+    artifacts = _run(lambda: lifecycle.artifacts(lab))
+    args = passthrough_args(sys.argv, ctx.args, "pulumi")
+    ws = stacks.workspace(lab.paths, artifacts.engine)
+    streamed = "--json" not in args  # Pulumi's JSON document alone on stdout; else its output as it comes
+    result = _run(lambda: stacks.cluster(ws, lab.paths, path, lab.plan.env.name, args,
+                                         say=print if streamed else None))
+    if not streamed:
+        sys.stdout.write(result)
+
+
+@app.command("env")
+def env_cmd(path: EnvArg = DEFAULT_ENV) -> None:
+    """Print shell exports for the lab's Pulumi (`eval "$(skyrack lab env)"`, then `pulumi` as usual)."""
+    lab = _run(lambda: lifecycle.open_lab(path))
+    artifacts = _run(lambda: lifecycle.artifacts(lab))
+    print(stacks.workspace(lab.paths, artifacts.engine).exports(), end="")
+
+
+def passthrough_args(argv: list[str], parsed: list[str], command: str = "kubectl") -> list[str]:
+    """The wrapped tool's own arguments exactly as typed: click drops a `--`, which `kubectl exec POD -- CMD`
+    needs."""
+    if command not in argv:
         return list(parsed)
-    args = argv[argv.index("kubectl") + 1:]
+    args = argv[argv.index(command) + 1:]
     for i, a in enumerate(args):
         if a == "--env" and i + 1 < len(args):
             return args[:i] + args[i + 2:]

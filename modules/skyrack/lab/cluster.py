@@ -1,40 +1,31 @@
-"""The lab's control-plane outputs and its cluster layer, once its API servers answer.
+"""The lab's control-plane outputs, once its API servers answer, and the lab cluster's nodes.
 
-The Azure stack exports the control plane's outputs (`pulumi stack output --json
---show-secrets > outputs.json`) and the cluster layer (`stacks/cluster`) creates the
-objects a join needs. The lab's counterpart:
+The Azure stack exports the control plane's outputs; the lab's stand-in stack (stacks/lab,
+skyrack.lab.stacks) exports the same contract (`apiserver_endpoint`, `ca_cert_pem`,
+`ca_cert_hash`, `bootstrap_token`, `admin_kubeconfig`, ...) from the lab's PKI (`outputs`).
+From it, as in Azure (`pulumi stack output --json --show-secrets`):
 
-* `outputs.json` with the same contract (`apiserver_endpoint`, `ca_cert_pem`, `ca_cert_hash`,
-  `bootstrap_token`, `admin_kubeconfig`, ...) from the lab's PKI, so `skyrack join
-  configs/lab.yaml --outputs <it>` runs the real `kubeadm join`;
-* `admin.conf`, the admin kubeconfig (`skyrack lab kubeconfig` prints its path);
-* the cluster layer's objects, `skyrack.kube.concerns.all_manifests` — the same function the
-  Pulumi program turns into resources — applied with `kubectl apply --server-side`.
+* `outputs.json`, so `skyrack join configs/lab.yaml --outputs <it>` runs the real `kubeadm join`;
+* `admin.conf`, the admin kubeconfig (`skyrack lab kubeconfig` prints its path).
 
-All three are secret and live in the lab's root-only state directory (0600); nothing
-secret passes through a command line or stdout: kubectl reads the manifests on stdin.
+Both are secret and live in the lab's root-only state directory (0600). The cluster layer
+is applied by the real `pulumi up` of stacks/cluster (`skyrack lab pulumi <env> up`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import subprocess
 from pathlib import Path
 
-import yaml
-
 from .. import build
-from .. import outputs as contract
-from ..files import write_private
-from ..kube import bootstrap, concerns, readiness
+from ..kube import readiness
 from ..plan import Plan
 from ..render.kubeconfig import kubeconfig
-from . import controlplane
+from . import controlplane, stacks
 from .state import Paths
 
 READY_TIMEOUT = 300
-FIELD_MANAGER = "skyrack"
 
 
 class ClusterError(RuntimeError):
@@ -64,46 +55,27 @@ def outputs(plan: Plan, paths: Paths) -> dict:
     }
 
 
-def write_outputs(plan: Plan, paths: Paths) -> dict:
-    """outputs.json as the contract declares it (validated, 0600, atomic) and the admin kubeconfig (0600)."""
-    data = outputs(plan, paths)
-    contract.write_file(outputs_path(paths), data)
-    write_private(kubeconfig_path(paths), data["admin_kubeconfig"])
-    return data
-
-
-def manifests(plan: Plan, out: dict, now: dt.datetime) -> list[dict]:
-    """Every object of the cluster layer, Namespaces and CRDs first (what `pulumi up` orders by dependency)."""
-    token_id, token_secret = bootstrap.split_token(out["bootstrap_token"])
-    groups = concerns.all_manifests(plan, endpoint=out["apiserver_endpoint"], ca_cert_pem=out["ca_cert_pem"],
-                                    token_id=token_id, token_secret_part=token_secret, now=now)
-    docs = [{k: v for k, v in m.items() if not k.startswith("_")} for ms in groups.values() for m in ms]
-    first = {"Namespace": 0, "CustomResourceDefinition": 1}
-    return sorted(docs, key=lambda m: first.get(m["kind"], 2))
-
-
 def kubectl(artifacts: build.Artifacts, paths: Paths, *args: str, stdin: str | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(artifacts.binaries.path("kubectl")), f"--kubeconfig={kubeconfig_path(paths)}", *args],
                           input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def converge(plan: Plan, paths: Paths, artifacts: build.Artifacts, say=print,
-             now: dt.datetime | None = None) -> None:
-    """Outputs and kubeconfig written, API servers ready, the cluster layer applied (idempotent)."""
-    out = write_outputs(plan, paths)
+def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifacts, say=print) -> None:
+    """API servers ready, the stand-in control-plane stack up, the join's outputs and kubeconfig written
+    from it (idempotent). The cluster layer is the Pulumi program's: `skyrack lab pulumi <env> up`."""
+    out = outputs(plan, paths)
     try:
         readiness.wait_for_apiserver(out["apiserver_endpoint"], out["ca_cert_pem"], out["admin_kubeconfig"],
                                      timeout_s=READY_TIMEOUT, interval_s=3, log=lambda _m: None)
     except readiness.NotReady as exc:
         raise ClusterError(f"{exc}; the API server's boot log: ssh -F {paths.ssh_config} "
                            f"{plan.members_of('apiserver')[0].name} cat /var/log/cloud-init-output.log") from None
-    docs = manifests(plan, out, now or dt.datetime.now(dt.UTC))
-    proc = kubectl(artifacts, paths, "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
-                   "-f", "-", stdin=yaml.safe_dump_all(docs, sort_keys=False))
-    if proc.returncode != 0:
-        raise ClusterError(f"applying the cluster layer failed: {proc.stderr.strip()}")
-    say(f"cluster layer applied: {len(docs)} objects (kubectl apply --server-side)")
+    ws = stacks.workspace(paths, artifacts.engine)
+    stacks.controlplane_up(ws, env_path, plan.env.name)
+    stacks.write_outputs(ws, env_path, plan.env.name, outputs_path(paths), kubeconfig_path(paths))
+    say(f"control-plane stack {plan.env.name} up (pulumi, state in {ws.backend}); the cluster layer: "
+        f"skyrack lab pulumi {env_path} up")
 
 
 def node_status(plan: Plan, paths: Paths, artifacts: build.Artifacts) -> list[dict]:

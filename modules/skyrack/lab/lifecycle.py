@@ -152,7 +152,7 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
         if "apiserver" in roles and artifacts is not None and stage:
             for h in stage:
                 rerun_bootstrap(lab, h, say)
-            cluster.converge(lab.plan, paths, artifacts, say)
+            cluster.converge(lab.plan, env_path, paths, artifacts, say)
     save(paths, st)
     return st
 

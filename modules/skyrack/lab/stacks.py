@@ -1,0 +1,86 @@
+"""The lab's Pulumi stacks: its stand-in control-plane stack, and the cluster layer on top of it.
+
+Each lab has one Pulumi workspace (skyrack.engine) in its root-only state directory: a file
+backend, the engine's home, the stacks' config files and the passphrase of their secrets.
+Two projects live in it, exactly as in Azure:
+
+* `skyrack` (stacks/lab/, the stand-in for the Azure program at the repository root), stack
+  `<env>`: `skyrack lab up` runs its `pulumi up` once the API servers answer; it exports the
+  control plane's outputs through the contract;
+* `skyrack-cluster` (stacks/cluster/, the cluster layer, unchanged), stack `<env>`: run with
+  `skyrack lab pulumi <env> up` (what `./dev lab` does before the join). It reads the stand-in
+  through its StackReference `organization/skyrack/<env>`, as it reads the Azure stack.
+
+The join's outputs file is `pulumi stack output --json --show-secrets` of the stand-in, the
+same command a rack run uses in Azure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from .. import outputs as contract
+from ..build.pulumi import Engine
+from ..engine import ORGANIZATION, EngineError, Say, Workspace
+from ..files import write_private
+from .state import Paths, load
+
+STACKS = Path(__file__).resolve().parents[3] / "stacks"
+CONTROLPLANE_DIR = STACKS / "lab"  # the stand-in for the Azure program
+CLUSTER_DIR = STACKS / "cluster"
+
+
+def project_name(project_dir: Path) -> str:
+    """The project's name, as its Pulumi.yaml declares it (StackReferences are spelled with it)."""
+    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+
+
+def workspace(paths: Paths, engine: Engine) -> Workspace:
+    return Workspace(engine, paths.root / "pulumi").create()
+
+
+def controlplane_up(ws: Workspace, env_path: Path, stack: str, say: Say | None = None) -> None:
+    """`pulumi up` of the stand-in stack (creating it first): its outputs are the lab control plane's."""
+    project = project_name(CONTROLPLANE_DIR)
+    ws.ensure_stack(CONTROLPLANE_DIR, project, stack)
+    ws.set_config(CONTROLPLANE_DIR, project, stack, {"skyrack:environment": str(env_path.resolve())})
+    ws.run(CONTROLPLANE_DIR, ["up", "--yes", "--skip-preview", "--suppress-progress"], stack=stack,
+           project=project, say=say, what=f"pulumi up of the lab's control-plane stack {stack}")
+
+
+def stack_outputs(ws: Workspace, env_path: Path, stack: str) -> dict:
+    """The stand-in stack's outputs, secrets included, checked against the contract."""
+    project = project_name(CONTROLPLANE_DIR)
+    if not ws.stack_exists(project, stack):
+        raise EngineError(f"the lab's control-plane stack {ORGANIZATION}/{project}/{stack} does not exist in "
+                          f"{ws.backend}: run `skyrack lab up {env_path}` first")
+    out = ws.run(CONTROLPLANE_DIR, ["stack", "output", "--json", "--show-secrets"], stack=stack, project=project,
+                 what=f"reading the outputs of stack {stack}")
+    return contract.validate(json.loads(out), f"stack {ORGANIZATION}/{project}/{stack}",
+                             required=contract.LAB_STAND_IN)
+
+
+def write_outputs(ws: Workspace, env_path: Path, stack: str, dest: Path, kubeconfig: Path) -> dict:
+    """The join's outputs file and the admin kubeconfig, from the stand-in stack (both 0600)."""
+    data = stack_outputs(ws, env_path, stack)
+    contract.write_file(dest, data)
+    write_private(kubeconfig, data["admin_kubeconfig"])
+    return data
+
+
+def cluster(ws: Workspace, paths: Paths, env_path: Path, stack: str, args: list[str], say: Say | None = None) -> str:
+    """A Pulumi command (`up`, `preview`, `destroy`, ...) on the cluster layer's stack of this lab."""
+    if load(paths) is None:
+        raise EngineError(f"{env_path}: the lab is not up: run `skyrack lab up {env_path}` first")
+    cp = project_name(CONTROLPLANE_DIR)
+    if not ws.stack_exists(cp, stack):
+        raise EngineError(f"the cluster layer reads the control-plane stack {ORGANIZATION}/{cp}/{stack}, which "
+                          f"does not exist in {ws.backend}: run `skyrack lab up {env_path}` (it creates it)")
+    project = project_name(CLUSTER_DIR)
+    ws.ensure_stack(CLUSTER_DIR, project, stack)
+    ws.set_config(CLUSTER_DIR, project, stack, {"skyrack-cluster:environment": str(env_path.resolve())})
+    return ws.run(CLUSTER_DIR, args, stack=stack, project=project, say=say,
+                  what=f"pulumi {' '.join(args[:1])} of the cluster layer (stack {stack})")

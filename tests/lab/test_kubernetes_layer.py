@@ -1,0 +1,298 @@
+"""The cluster layer as the real Pulumi engine applied it (`skyrack lab pulumi up`, in conftest), tested
+through the objects it made, on the lab's real API server and kubelets.
+
+Gang scheduling, priorities and balloons, team quotas, team taints, the GPU objects; then
+Pulumi itself: a preview right after `up` changes nothing, a changed quota is one update, an
+API server that never answers is one clear error and the re-run converges, `destroy` removes
+what the layer made. Runs after test_kubernetes.py (the workers are joined and Ready).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skyrack import plan as planmod
+from skyrack.engine import EngineError
+from skyrack.kube import batch, gpu
+from skyrack.kube import labels as lb
+from skyrack.lab import lifecycle, stacks
+from support import run_cli
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+TEAM, OTHER_TEAM = "robotics", "vision"
+SPREAD = {"skyrack-e2e/spread": "gang"}
+PAUSE = "registry.k8s.io/pause:3.10"
+
+
+def kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = run_cli("lab", "kubectl", "--env", str(lab.env), *args, timeout=300, input=stdin)
+    if check:
+        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc
+
+
+def apply(lab, *docs: dict, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return kubectl(lab, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}),
+                   check=check)
+
+
+def pods(lab, namespace: str, selector: str) -> list[dict]:
+    return json.loads(kubectl(lab, "get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+
+
+def wait(what: str, predicate, timeout: float = 180, interval: float = 3):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(interval)
+
+
+def pod(name: str, namespace: str, cpu: str = "50m", *, labels: dict | None = None, priority: str | None = None,
+        tolerations: list | None = None, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"skyrack-e2e": "layer", **(labels or {})}},
+            "spec": {"terminationGracePeriodSeconds": 0, "tolerations": tolerations or [],
+                     **({"priorityClassName": priority} if priority else {}),
+                     "containers": [{"name": "pause", "image": PAUSE,
+                                     "resources": {"requests": {"cpu": cpu, "memory": "16Mi"},
+                                                   "limits": {"memory": "16Mi"}}}], **spec}}
+
+
+def running(items: list[dict]) -> bool:
+    return bool(items) and all(p["status"].get("phase") == "Running" for p in items)
+
+
+def delete_test_pods(lab, namespace: str) -> None:
+    kubectl(lab, "delete", "pods", "-n", namespace, "-l", "skyrack-e2e=layer", "--wait=true", "--timeout=120s",
+            check=False)
+
+
+def pulumi(lab, *args: str, env: Path | None = None, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return run_cli("lab", "pulumi", "--env", str(env or lab.env), *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def workers(lab) -> list[str]:
+    proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", "--json", timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [n["name"] for n in json.loads(proc.stdout)["nodes"] if n["name"] in {x.name for x in
+                                                                                 planmod.make(lab.env).nodes}]
+
+
+def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
+    """A PodGroup of N pods, one per worker (anti-affinity), while a blocker holds one worker: no pod of
+    the group binds; once the blocker goes, all N start together (coscheduling, from the layer)."""
+    n = len(workers)
+    tol = lb.team_gpu_tolerations(TEAM)
+    spread = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": SPREAD}, "topologyKey": "kubernetes.io/hostname"}]}}
+    apply(lab, pod("gang-blocker", TEAM, labels=SPREAD, tolerations=tol, affinity=spread))
+    wait("the blocker runs", lambda: running(pods(lab, TEAM, "skyrack-e2e=layer")))
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "gang", "namespace": TEAM}, "spec": {"minMember": n}}
+    member = {"scheduling.x-k8s.io/pod-group": "gang", **SPREAD}
+    try:
+        apply(lab, group, *[pod(f"gang-{i}", TEAM, labels=member, tolerations=tol, affinity=spread)
+                            for i in range(n)])
+        deadline = time.monotonic() + 45  # several scheduling cycles and the plugin's permit wait
+        while time.monotonic() < deadline:
+            members = pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")
+            assert len(members) == n
+            bound = [p["metadata"]["name"] for p in members if p["spec"].get("nodeName")]
+            assert not bound, f"{bound} bound although only {n - 1} of the {n} members fit"
+            time.sleep(3)
+        kubectl(lab, "delete", "pod", "-n", TEAM, "gang-blocker", "--wait=true")
+        started = wait(f"all {n} members running once they fit",
+                       lambda: running(pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")), timeout=240)
+        assert started
+        nodes = {p["spec"]["nodeName"] for p in pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")}
+        assert nodes == set(workers)
+    finally:
+        delete_test_pods(lab, TEAM)
+        kubectl(lab, "delete", "podgroup", "-n", TEAM, "gang", "--ignore-not-found", check=False)
+
+
+def _requests_on(lab, node: str) -> tuple[int, int, list[dict]]:
+    """(millicores requested by non-balloon pods, by balloon pods, the balloon pods) on one node."""
+    items = json.loads(kubectl(lab, "get", "pods", "-A", "--field-selector", f"spec.nodeName={node}",
+                               "-o", "json").stdout)["items"]
+    other = balloons = 0
+    mine = []
+    for p in items:
+        if p["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        m = sum(_millicores(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for c in p["spec"]["containers"])
+        if p["metadata"]["namespace"] == batch.BALLOON_NAMESPACE:
+            balloons += m
+            mine.append(p)
+        else:
+            other += m
+    return other, balloons, mine
+
+
+def _millicores(q: str) -> int:
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def test_a_research_pod_preempts_balloons_and_preemptible_work_does_not(lab, workers):
+    """Balloons hold headroom on the team's rack: a normal-priority pod that fits only without the balloon
+    on its node preempts it at once; a preemptible pod of the same size cannot, and stays Pending."""
+    wait("every balloon running", lambda: len([p for p in pods(lab, batch.BALLOON_NAMESPACE,
+                                                               "app.kubernetes.io/name=balloon")
+                                               if p["status"].get("phase") == "Running"]) == 3)
+    node, (other, held, victims) = next((w, r) for w in workers if (r := _requests_on(lab, w))[2])
+    alloc = _millicores(json.loads(kubectl(lab, "get", "node", node, "-o", "json").stdout)
+                        ["status"]["allocatable"]["cpu"])
+    size = f"{alloc - other - 10}m"  # fits the node only if its balloons go
+    assert alloc - other - 10 > alloc - other - held
+    tol = lb.team_gpu_tolerations(TEAM)
+    pin = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    try:
+        apply(lab, pod("opportunistic", TEAM, size, priority="skyrack-preemptible", tolerations=tol, **pin))
+        time.sleep(20)
+        (p,) = pods(lab, TEAM, "skyrack-e2e=layer")
+        assert not p["spec"].get("nodeName"), "a preemptible pod took the balloon's headroom"
+        kubectl(lab, "delete", "pod", "-n", TEAM, "opportunistic", "--wait=true")
+        apply(lab, pod("research", TEAM, size, priority="skyrack-normal", tolerations=tol, **pin))
+        wait("the research pod runs on the balloon's node", lambda: running(pods(lab, TEAM, "skyrack-e2e=layer")))
+        gone = {v["metadata"]["uid"] for v in victims}
+        left = {p["metadata"]["uid"] for p in pods(lab, batch.BALLOON_NAMESPACE, "app.kubernetes.io/name=balloon")}
+        assert gone and not gone & left, "the balloon on the node was not preempted"
+    finally:
+        delete_test_pods(lab, TEAM)
+
+
+def test_a_pod_over_its_teams_quota_is_rejected_naming_the_quota(lab):
+    p = planmod.make(lab.env)
+    cpu_quota = p.env.cluster.teams[TEAM].cpu
+    over = f"{_millicores(cpu_quota) + 1000}m"
+    proc = apply(lab, pod("too-big", TEAM, over, tolerations=lb.team_gpu_tolerations(TEAM)), check=False)
+    assert proc.returncode != 0
+    assert "exceeded quota: team-quota" in proc.stderr and "requests.cpu" in proc.stderr, proc.stderr
+    gpu_pod = pod("wants-a-gpu", TEAM, tolerations=lb.team_gpu_tolerations(TEAM))
+    gpu_pod["spec"]["containers"][0]["resources"]["limits"][batch.GPU_RESOURCE] = "1"
+    proc = apply(lab, gpu_pod, check=False)
+    assert proc.returncode != 0
+    assert "exceeded quota: team-quota" in proc.stderr and batch.GPU_RESOURCE in proc.stderr, proc.stderr
+
+
+def test_another_teams_pod_does_not_land_on_a_teams_rack(lab):
+    """vision has no racks: its pod tolerates its own team's taint, not robotics', and stays off r01."""
+    try:
+        apply(lab, pod("elsewhere", OTHER_TEAM, tolerations=lb.team_gpu_tolerations(OTHER_TEAM)))
+        events = wait("a FailedScheduling event naming the team taint", lambda: [
+            e for e in json.loads(kubectl(lab, "get", "events", "-n", OTHER_TEAM, "-o", "json").stdout)["items"]
+            if e["reason"] == "FailedScheduling" and f"skyrack.io/team: {TEAM}" in e["message"]], timeout=90)
+        assert events
+        (p,) = pods(lab, OTHER_TEAM, "skyrack-e2e=layer")
+        assert not p["spec"].get("nodeName")
+    finally:
+        delete_test_pods(lab, OTHER_TEAM)
+
+
+def test_the_gpu_objects_are_there_and_their_work_is_skipped_without_a_gpu(lab):
+    sets = json.loads(kubectl(lab, "get", "daemonsets", "-n", gpu.NAMESPACE, "-o", "json").stdout)["items"]
+    names = {d["metadata"]["name"] for d in sets}
+    assert {"nvidia-device-plugin", "dcgm-exporter"} <= names, names
+    assert len(names) >= 3, f"no GPU health check DaemonSet among {names}"
+    assert all(d["status"]["desiredNumberScheduled"] == 0 for d in sets), "a GPU DaemonSet targets a GPU-less node"
+    pytest.skip("the lab has no GPU: the device plugin, DCGM exporter and health check have no node to run on "
+                "(their objects are present and select only GPU nodes)")
+
+
+def _summary(out: str) -> dict[str, int]:
+    return json.loads(out)["changeSummary"]
+
+
+def test_preview_right_after_up_changes_nothing(lab):
+    proc = pulumi(lab, "preview", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = _summary(proc.stdout)
+    assert set(summary) == {"same"} and summary["same"] > 50, summary
+
+
+def test_a_changed_quota_previews_as_one_update(lab, tmp_path):
+    changed = tmp_path / "lab.yaml"
+    data = yaml.safe_load(lab.env.read_text())
+    data["cluster"]["teams"][TEAM]["cpu"] = "7"
+    changed.write_text(yaml.safe_dump(data, sort_keys=False))
+    shutil.copy(lab.env.with_name("lab.lock.yaml"), tmp_path / "lab.lock.yaml")
+    proc = pulumi(lab, "preview", "--json", env=changed)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    changes = [s for s in out["steps"] if s["op"] != "same"]
+    assert out["changeSummary"].get("update") == 1 and len(changes) == 1, out["changeSummary"]
+    assert "ResourceQuota" in changes[0]["urn"] and changes[0]["urn"].endswith(f"{TEAM}/team-quota"), changes[0]["urn"]
+
+
+def test_the_stacks_config_lives_in_the_labs_workspace_not_in_the_checkout(lab):
+    for project in (stacks.CONTROLPLANE_DIR, stacks.CLUSTER_DIR):
+        assert not list(project.glob("Pulumi.*.yaml")), f"a stack config file was written into {project}"
+    lb_ = lifecycle.open_lab(lab.env)
+    ws = stacks.workspace(lb_.paths, lifecycle.artifacts(lb_).engine)
+    for project in ("skyrack", "skyrack-cluster"):
+        assert "encryptionsalt" in ws.config_file(project, "lab").read_text()
+
+
+def test_bad_engine_input_is_one_clear_error(lab, tmp_path):
+    lb_ = lifecycle.open_lab(lab.env)
+    ws = stacks.workspace(lb_.paths, lifecycle.artifacts(lb_).engine)
+    with pytest.raises(EngineError, match=r"control-plane stack organization/skyrack/nosuch does not exist.*"
+                                          r"skyrack lab up"):
+        stacks.cluster(ws, lb_.paths, lab.env, "nosuch", ["preview"])
+    copy = type(ws)(ws.engine, tmp_path / "ws")
+    shutil.copytree(ws.root, copy.root)
+    copy.passphrase_file.write_text("not the passphrase\n")
+    with pytest.raises(EngineError, match=r"passphrase in .* does not open stack lab") as info:
+        stacks.stack_outputs(copy, lab.env, "lab")
+    assert "Traceback" not in str(info.value)
+
+
+def test_an_api_server_that_never_answers_is_one_error_and_the_rerun_converges(lab):
+    """kube-apiserver's static pod taken away (kubelet stops it): `pulumi up` waits the configured minute,
+    fails with one line and creates nothing; with the API server back, the next `pulumi up` converges."""
+    apiserver = planmod.make(lab.env).members_of("apiserver")[0].name
+    manifest, aside = "/etc/kubernetes/manifests/kube-apiserver.yaml", "/root/kube-apiserver.yaml.aside"
+    assert pulumi(lab, "config", "set", "apiserverWaitMinutes", "1").returncode == 0
+    lab.ssh(apiserver, f"mv {manifest} {aside}")
+    try:
+        out = planmod.make(lab.env).apiserver_endpoint
+        wait("the API server gone", lambda: run_cli("lab", "kubectl", "--env", str(lab.env), "get", "--raw",
+                                                    "/readyz", timeout=30).returncode != 0, timeout=120)
+        started = time.monotonic()
+        proc = pulumi(lab, "up", "--yes", "--skip-preview", timeout=600)
+        took = time.monotonic() - started
+        assert proc.returncode == 1, proc.stdout[-3000:]
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error")]
+        assert len(errors) == 1 and f"API servers at {out} not ready after 60s" in errors[0], proc.stderr
+        assert "pulumi up" in proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+        assert took < 60 + 120, f"took {took:.0f} s, far beyond the configured wait"
+    finally:
+        lab.ssh(apiserver, f"mv {aside} {manifest}")
+        assert pulumi(lab, "config", "rm", "apiserverWaitMinutes").returncode == 0
+    wait("the API server back", lambda: run_cli("lab", "kubectl", "--env", str(lab.env), "get", "--raw", "/readyz",
+                                                timeout=30).returncode == 0, timeout=300)
+    proc = pulumi(lab, "up", "--yes")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert _summary(pulumi(lab, "preview", "--json").stdout).keys() == {"same"}
+
+
+def test_destroy_removes_what_the_layer_made(lab):
+    proc = pulumi(lab, "destroy", "--yes")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    for ns in (TEAM, OTHER_TEAM, batch.BALLOON_NAMESPACE, gpu.NAMESPACE):
+        wait(f"namespace {ns} gone", lambda ns=ns: kubectl(lab, "get", "namespace", ns, check=False).returncode != 0,
+             timeout=180)
+    assert kubectl(lab, "get", "priorityclass", "skyrack-normal", check=False).returncode != 0
+    assert kubectl(lab, "get", "crd", "podgroups.scheduling.x-k8s.io", check=False).returncode != 0
