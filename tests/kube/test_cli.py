@@ -42,12 +42,11 @@ def test_manifests_command_prints_every_object_and_a_summary():
 
 
 def test_scheduler_config_command_prints_what_cloud_init_embeds():
-    from skyrack import config
-    from skyrack.kube import scheduling
+    from skyrack import config, scheduler
 
     proc = run_cli("kube", "scheduler-config", str(CONFIGS / "prod.yaml"), "--kubeconfig", "/etc/k/s.conf",
                    check=True)
-    assert proc.stdout == scheduling.scheduler_config_yaml(config.load(CONFIGS / "prod.yaml"), "/etc/k/s.conf")
+    assert proc.stdout == scheduler.scheduler_config_yaml(config.load(CONFIGS / "prod.yaml"), "/etc/k/s.conf")
 
 
 def test_a_bad_environment_file_is_one_clear_line_and_exit_1(env_copy):

@@ -19,8 +19,9 @@ import yaml
 app = typer.Typer(help="The cluster layer (pulumi-kubernetes objects on the control plane).", no_args_is_help=True)
 
 from .. import plan as planmod  # noqa: E402
+from .. import scheduler  # noqa: E402
 from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded  # noqa: E402
-from . import concerns, scheduling  # noqa: E402
+from . import concerns  # noqa: E402
 
 PLACEHOLDERS = {"ca_cert_pem": "<ca_cert_pem of the control-plane stack>", "token_id": "<token-id>",
                 "token_secret_part": "<secret>"}
@@ -51,8 +52,8 @@ def manifests(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
 def scheduler_config(
     path: EnvArg = DEFAULT_ENV,
     kubeconfig: Annotated[Path, typer.Option(help="The scheduler's kubeconfig on the VM.")] = Path(
-        scheduling.DEFAULT_KUBECONFIG),
+        scheduler.DEFAULT_KUBECONFIG),
 ) -> None:
     """Print the KubeSchedulerConfiguration (with gang scheduling) for kube-scheduler --config."""
     env = guarded(lambda: planmod.make(path)).env
-    print(scheduling.scheduler_config_yaml(env, str(kubeconfig)), end="")
+    print(scheduler.scheduler_config_yaml(env, str(kubeconfig)), end="")
