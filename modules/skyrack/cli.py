@@ -4,81 +4,106 @@ Exit codes everywhere: 0 ok, 1 the input or the run is wrong (every problem prin
 ``file: field: message``), 2 usage, 3 an internal error (a bug in skyrack, never a verdict
 on the input). Bad input never prints a traceback; every value and path printed goes
 through `safe` (no Rich markup, no control characters reach the terminal).
+
+The top of the package: it registers the edges' commands (`lab`, `join`, `etcd`, `kube`,
+`diff`, `check`), each defined in its own module, and nothing imports it. What the
+commands share (naming an environment, `--json`, reporting errors) is `skyrack.cliutil`.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import sys
-from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from . import config, inventory
 from . import outputs as contract
 from . import plan as planmod
-from .errors import EXIT_INPUT, EXIT_INTERNAL, InputError, Problem
+from .cliutil import DEFAULT_ENV, EnvArg, EnvsArg, JsonOpt, dump_json, env_files, err, fail, failure, guarded, ok, out
+from .errors import EXIT_INTERNAL, EXIT_USAGE, InputError, Problem
+from .etcd.cli import app as etcd_app
+from .gitops.commands import register as register_gitops
+from .join.cli import join
+from .kube.cli import app as kube_app
+from .lab.cli import app as lab_app
 from .term import safe
 
-DEFAULT_ENV = Path("configs/lab.yaml")
+# click's UsageError, the base of typer.BadParameter (typer >= 0.29 carries its own copy of click)
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+
+
+def package_version() -> str:
+    try:
+        return version("skyrack")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def wants_json(args: list[str]) -> bool:
+    """The command asked for JSON (`--json`, or `diff --format json`), judged from its arguments."""
+    args = args[:args.index("--")] if "--" in args else args
+    return "--json" in args or any(a in ("--format=json", "-fjson") for a in args) or any(
+        a in ("--format", "-f") and b == "json" for a, b in itertools.pairwise(args))
+
+
+class Group(typer.core.TyperGroup):
+    """The root command: errors found while the arguments are read are reported like any other.
+
+    An environment that is not there (`env_path`) is an input error: exit 1, `file: message`. A
+    usage error is exit 2. With `--json` both are a JSON document on stdout: `ok` false, `error`.
+    """
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        ctx.meta["skyrack.json"] = wants_json(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        as_json = ctx.meta.get("skyrack.json", False)
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            raise fail(exc.problems, as_json) from None
+        except UsageError as exc:
+            if not as_json:
+                raise
+            dump_json(failure(error=exc.format_message()))  # type: ignore[attr-defined]
+            raise typer.Exit(EXIT_USAGE) from None
+
+
 app = typer.Typer(
     name="skyrack",
+    cls=Group,
     help="Provision hybrid Kubernetes clusters: Azure control plane, on-prem GPU racks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-
-EnvArg = Annotated[Path, typer.Argument(help="Environment file, configs/<env>.yaml.", show_default=True)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-T = TypeVar("T")
 
 
-def fail(problems: list[Problem], as_json: bool = False) -> typer.Exit:
-    """Report problems (stderr, or a JSON document on stdout) and return Exit(1) to raise."""
-    if as_json:
-        print(json.dumps({"ok": False, "problems": [p.as_dict() for p in problems]}, indent=2))
-    else:
-        for p in problems:
-            err.print(f"[red]error[/red] {safe(p)}", markup=True, highlight=False)
-    return typer.Exit(EXIT_INPUT)
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"skyrack {safe(package_version())}")
+        raise typer.Exit()
 
 
-def guarded(fn: Callable[[], T], as_json: bool = False, errors: tuple[type[Exception], ...] = ()) -> T:
-    """Run fn; report InputError (file: field: message) or one of `errors` (a run that went wrong)
-    without a traceback, and exit 1."""
-    try:
-        return fn()
-    except InputError as exc:
-        raise fail(exc.problems, as_json) from None
-    except typer.Exit:
-        raise  # click's Exit is a RuntimeError: never report it as a failure of its own
-    except errors as exc:
-        if as_json:
-            dump_json({"ok": False, "error": str(exc)})
-        else:
-            err.print(f"[red]error[/red] {safe(exc)}")
-        raise typer.Exit(EXIT_INPUT) from None
-
-
-def dump_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+@app.callback()
+def root(
+    _version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                           help="Print skyrack's version and exit.")] = False,
+) -> None:
+    """Provision hybrid Kubernetes clusters: Azure control plane, on-prem GPU racks."""
 
 
 @app.command()
-def validate(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Environment files (default: configs/lab.yaml).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
+def validate(paths: EnvsArg = None, as_json: JsonOpt = False) -> None:
     """Check environment files; list every problem as `file: field: what is wrong`."""
-    files = [p for p in (paths or [DEFAULT_ENV]) if not p.name.endswith(".lock.yaml")]
+    files = env_files(paths or [DEFAULT_ENV])
     problems: list[Problem] = []
     valid = []
     for path in files:
@@ -88,7 +113,7 @@ def validate(
         except InputError as exc:
             problems.extend(exc.problems)
     if as_json:
-        dump_json({"ok": not problems, "valid": valid, "problems": [p.as_dict() for p in problems]})
+        dump_json(failure(problems, valid=valid) if problems else ok(valid=valid, problems=[]))
         raise typer.Exit(1 if problems else 0)
     if problems:
         raise fail(problems)
@@ -108,7 +133,7 @@ def plan(
     if as_json:
         data = p.to_dict()
         data["lock"]["written"] = wrote
-        dump_json(data)
+        dump_json(ok(data))
         return
     print_plan(p, wrote)
 
@@ -163,10 +188,11 @@ def inventory_cmd(
     """Print the Ansible inventory of the on-prem racks (YAML, or dynamic-inventory JSON).
 
     Secret outputs never enter it (`skyrack join` hands the ones it needs to Ansible itself)."""
-    p = guarded(lambda: planmod.make(path))
+    p = guarded(lambda: planmod.make(path), as_json)
     outs = None
     if outputs:
-        public, secret = contract.split_secrets(guarded(lambda: contract.validate(contract.read_file(outputs), outputs)))
+        public, secret = contract.split_secrets(guarded(lambda: contract.validate(contract.read_file(outputs), outputs),
+                                                        as_json))
         outs = public
         if secret:
             err.print(f"secret outputs left out of the inventory: {safe(', '.join(secret))}")
@@ -186,23 +212,20 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("SKYRACK_DEBUG"):
             raise
+        message = f"internal error {type(exc).__name__}: {str(exc)[:500]}"
         err.print(f"[red]internal error[/red] {safe(type(exc).__name__)}: {safe(str(exc)[:500])} (a bug in skyrack, "
                   "not a verdict on the input; SKYRACK_DEBUG=1 shows the traceback)")
+        if wants_json(sys.argv[1:]):
+            dump_json(failure(error=message))
         sys.exit(EXIT_INTERNAL)
 
 
-# Commands of the edges register after the core's, each from its own module.
-from .etcd.cli import app as _etcd_app  # noqa: E402
-from .gitops.commands import register as _register_gitops  # noqa: E402 - `skyrack diff`, `skyrack check`
-from .join.cli import join as _join  # noqa: E402
-from .kube.cli import app as _kube_app  # noqa: E402
-from .lab.cli import app as _lab_app  # noqa: E402
-
-_register_gitops(app)
-app.add_typer(_lab_app, name="lab")
-app.command("join")(_join)
-app.add_typer(_etcd_app, name="etcd")
-app.add_typer(_kube_app, name="kube")
+# The edges' commands, each from its own module (which imports only skyrack.cliutil of the command line).
+register_gitops(app)  # `skyrack diff`, `skyrack check`
+app.add_typer(lab_app, name="lab")
+app.command("join")(join)
+app.add_typer(etcd_app, name="etcd")
+app.add_typer(kube_app, name="kube")
 
 if __name__ == "__main__":
     main()

@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from . import upstream
+from . import ipam, upstream
 from .errors import InputError, Problem, format_path, printable
 from .files import read_text
 
@@ -718,8 +718,6 @@ def semantic_problems(env: Environment, file_name: str | None = None) -> list[tu
         elif any(node.ip in (c.network_address, c.broadcast_address) for c in onprem if node.ip in c):
             out.append((f"{where}.ip", f"{node.ip} is the network or broadcast address of its on-prem CIDR"))
 
-    from . import ipam  # local import: ipam depends on this module's types
-
     need = env.node_count
     have = ipam.block_capacity(env.kubernetes.pod_cidr, env.kubernetes.pods_per_node)
     if need > have:
@@ -727,7 +725,7 @@ def semantic_problems(env: Environment, file_name: str | None = None) -> list[tu
         out.append(("kubernetes.pod_cidr",
                     f"{env.kubernetes.pod_cidr} holds {have} /{block} node ranges but {need} nodes need one "
                     f"({len(env.rack_nodes)} on-prem + {env.cloud_max_nodes} cloud pool maximum)"))
-    vnet_problem = ipam.vnet_problem(env)
+    vnet_problem = ipam.vnet_problem(env.azure.vnet_cidr)
     if vnet_problem:
         out.append(("azure.vnet_cidr", vnet_problem))
     if env.lab is not None:

@@ -3,7 +3,7 @@
 `read_text`: size-limited, UTF-8, and every way reading can fail (missing, a directory, a
 device, a symlink loop, a name too long, not UTF-8) is a `Problem`, never a traceback.
 `atomic_write`: the lock file and other state that must never be half-written.
-`write_private`: a file only its owner may read.
+`write_private`: a file only its owner may read. `is_env_file`: which files of configs/ are environments.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import InputError, Problem, os_problem
+
+
+def is_env_file(name: str) -> bool:
+    """configs/<env>.yaml, not its lock file nor Pulumi's stack settings."""
+    return name.endswith(".yaml") and not name.endswith(".lock.yaml") and not name.startswith("Pulumi.")
 
 
 def read_text(path: Path, max_bytes: int) -> str:

@@ -20,10 +20,6 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .config import Environment
 
 IPv4Net = ipaddress.IPv4Network
 
@@ -48,9 +44,8 @@ def block_capacity(pod_cidr: IPv4Net, pods_per_node: int) -> int:
     return 2 ** max(0, block_prefix(pods_per_node) - pod_cidr.prefixlen)
 
 
-def vnet_layout(env: Environment) -> dict[str, IPv4Net]:
-    """Subnets of the VNet, in a fixed order. Raises ValueError when they do not fit."""
-    vnet = env.azure.vnet_cidr
+def vnet_layout(vnet: IPv4Net) -> dict[str, IPv4Net]:
+    """Subnets of the VNet (`azure.vnet_cidr`), in a fixed order. Raises ValueError when they do not fit."""
     wanted = list(FIXED_SUBNETS)
     out: dict[str, IPv4Net] = {}
     cursor = int(vnet.network_address)
@@ -68,9 +63,9 @@ def vnet_layout(env: Environment) -> dict[str, IPv4Net]:
     return out
 
 
-def vnet_problem(env: Environment) -> str | None:
+def vnet_problem(vnet: IPv4Net) -> str | None:
     try:
-        vnet_layout(env)
+        vnet_layout(vnet)
     except ValueError as exc:
         return str(exc)
     return None

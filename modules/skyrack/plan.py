@@ -275,7 +275,7 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
     label = str(source)
     if lock is not None:
         verify_lock(env, lock, str(lock_path(source)))
-    subnets = ipam.vnet_layout(env)
+    subnets = ipam.vnet_layout(env.azure.vnet_cidr)
     sz = sizing.size(env.node_count, env.control_plane.etcd.quota_backend_gib,
                      env.control_plane.apiservers.vm_size, env.control_plane.etcd.vm_size)
     zones = env.azure.zones

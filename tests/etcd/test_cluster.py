@@ -155,7 +155,7 @@ def test_snapshot_to_azurite_and_restore_into_a_new_cluster(lab3: EtcdLab):
     assert blob.get_blob_properties().metadata["sha256"] == snap["sha256"]
     assert snap["name"].startswith("etcdthree/etcd/") and snap["size"] > 0
     listed = json.loads(lab3.cli("etcd", "snapshots", "--json").stdout)
-    assert snap["name"] in [s["name"] for s in listed]
+    assert listed["ok"] is True and snap["name"] in [s["name"] for s in listed["snapshots"]]
     c.put(url, "/backup/after/0", "written after the snapshot")
     old_cluster = {m["cluster_id"] for m in lab3.status() if m["cluster"] == "etcd"}
 

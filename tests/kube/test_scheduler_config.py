@@ -6,7 +6,7 @@ import pydantic
 import pytest
 import yaml
 
-from skyrack import config
+from skyrack import config, scheduler
 from skyrack.kube import scheduling
 
 from .conftest import CONFIGS
@@ -16,7 +16,7 @@ from .scheduler_types import CoschedulingArgs, KubeSchedulerConfiguration
 @pytest.mark.parametrize("env", ["lab", "dev", "prod"])
 def test_scheduler_config_is_a_valid_kube_scheduler_configuration_with_coscheduling(env):
     e = config.load(CONFIGS / f"{env}.yaml")
-    text = scheduling.scheduler_config_yaml(e)
+    text = scheduler.scheduler_config_yaml(e)
     cfg = KubeSchedulerConfiguration.model_validate(yaml.safe_load(text))
     (profile,) = cfg.profiles
     assert profile.schedulerName == "default-scheduler"  # every pod, gang or not, goes through it
@@ -26,17 +26,17 @@ def test_scheduler_config_is_a_valid_kube_scheduler_configuration_with_coschedul
     args = CoschedulingArgs.model_validate(plugin_config.args)
     assert args.permitWaitingTimeSeconds == e.cluster.gang_permit_wait_seconds
     assert cfg.leaderElection.leaderElect is True
-    assert cfg.clientConnection.kubeconfig == scheduling.DEFAULT_KUBECONFIG
+    assert cfg.clientConnection.kubeconfig == scheduler.DEFAULT_KUBECONFIG
 
 
 def test_the_type_check_rejects_what_kube_scheduler_would_reject():
     """Guards the test above: a misspelt field and mismatched queue sorts fail."""
     e = config.load(CONFIGS / "dev.yaml")
-    data = scheduling.scheduler_config(e)
+    data = scheduler.scheduler_config(e)
     data["profiles"][0]["plugins"]["queuesort"] = data["profiles"][0]["plugins"].pop("queueSort")
     with pytest.raises(pydantic.ValidationError):
         KubeSchedulerConfiguration.model_validate(data)
-    data = scheduling.scheduler_config(e)
+    data = scheduler.scheduler_config(e)
     data["profiles"].append({"schedulerName": "other"})
     with pytest.raises(pydantic.ValidationError, match="queueSort"):
         KubeSchedulerConfiguration.model_validate(data)
@@ -44,7 +44,7 @@ def test_the_type_check_rejects_what_kube_scheduler_would_reject():
 
 def test_cloud_init_can_pass_its_own_kubeconfig_path():
     e = config.load(CONFIGS / "dev.yaml")
-    data = yaml.safe_load(scheduling.scheduler_config_yaml(e, kubeconfig="/etc/skyrack/scheduler.kubeconfig"))
+    data = yaml.safe_load(scheduler.scheduler_config_yaml(e, kubeconfig="/etc/skyrack/scheduler.kubeconfig"))
     assert data["clientConnection"]["kubeconfig"] == "/etc/skyrack/scheduler.kubeconfig"
 
 

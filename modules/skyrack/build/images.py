@@ -14,8 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab import mirrors
 from ..upstream import KubernetesBuild
+from . import mirrors
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -11,8 +12,10 @@ from azure.core.exceptions import AzureError
 from rich.table import Table
 
 from .. import plan as planmod
-from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, out
-from ..errors import InputError, Problem
+from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, failure, guarded, ok, out
+from ..errors import EXIT_USAGE, InputError, Problem
+from ..lab import controlplane, lifecycle
+from ..lab.state import Paths
 from ..term import safe
 from . import ops
 from .client import EtcdError, Tls
@@ -21,7 +24,9 @@ from .remote import RemoteError, Ssh
 app = typer.Typer(help="etcd of an environment: status, snapshots to Blob Storage, restore, member replacement.",
                   no_args_is_help=True)
 
-ClusterOpt = Annotated[str, typer.Option("--cluster", help="etcd (the main cluster) or etcd-events.")]
+# The etcd clusters an environment may have: the plan's etcd roles (`--cluster` accepts nothing else).
+Cluster = StrEnum("Cluster", [(role, role) for role in planmod.ROLES if role.startswith("etcd")])
+ClusterOpt = Annotated[Cluster, typer.Option("--cluster", help="etcd (the main cluster) or etcd-events.")]
 PkiOpt = Annotated[Path | None, typer.Option(help="Directory with ca.crt, client.crt, client.key of an etcd client "
                                                   "certificate (a lab environment has its own).")]
 SshOpt = Annotated[Path | None, typer.Option(help="ssh_config naming every member (a lab environment has its own).")]
@@ -38,9 +43,6 @@ def target(path: Path, pki_dir: Path | None, ssh_config: Path | None, blob: str 
     plan = planmod.make(path)
     ssh = Ssh(ssh_config) if ssh_config else None
     if plan.env.lab is not None and pki_dir is None:
-        from ..lab import controlplane
-        from ..lab.state import Paths
-
         paths = Paths.for_bridge(plan.env.lab.bridge)
         if not (controlplane.home(paths) / "pki.json").exists():
             raise InputError([Problem(str(path), "lab", "this lab's control plane is not up: run "
@@ -53,9 +55,12 @@ def target(path: Path, pki_dir: Path | None, ssh_config: Path | None, blob: str 
     return ops.Target(plan, Tls.from_dir(pki_dir), ssh, blob)
 
 
-def usage(message: str) -> NoReturn:
-    err.print(safe(message))
-    raise typer.Exit(2)
+def usage(message: str, as_json: bool = False) -> NoReturn:
+    if as_json:
+        dump_json(failure(error=message))
+    else:
+        err.print(safe(message))
+    raise typer.Exit(EXIT_USAGE)
 
 
 def _say(as_json: bool):
@@ -66,8 +71,6 @@ def _say(as_json: bool):
 def seed(path: EnvArg = DEFAULT_ENV,
          out_dir: Annotated[Path | None, typer.Option("--out", help="Where to write <host>.yaml.")] = None) -> None:
     """Render the control-plane members' user-data for `skyrack lab up --seed-dir` (lab environments)."""
-    from ..lab import controlplane, lifecycle
-
     lab = _run(lambda: lifecycle.open_lab(path))
     d = controlplane.write_seeds(lab.plan, lab.paths, out_dir)
     out.print(safe(d))
@@ -76,14 +79,11 @@ def seed(path: EnvArg = DEFAULT_ENV,
 @app.command("lab-up")
 def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
     """`lab up` with every etcd member (and API server, given a Kubernetes mirror) booted from its user-data."""
-    from ..lab import controlplane, lifecycle
-    from ..lab.cli import read_seeds
-
     say = _say(as_json)
 
     def go():  # exactly `skyrack etcd seed` + `skyrack lab up --seed-dir`
         lab = lifecycle.open_lab(path)
-        seeds = read_seeds(controlplane.write_seeds(lab.plan, lab.paths))
+        seeds = controlplane.read_seeds(controlplane.write_seeds(lab.plan, lab.paths))
         lifecycle.up(path, seeds, say=say, timeout=300)
         return seeds
 
@@ -93,15 +93,15 @@ def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
 
 @app.command()
 def status(path: EnvArg = DEFAULT_ENV,
-           cluster: Annotated[str | None, typer.Option("--cluster", help="Only this cluster.")] = None,
+           cluster: Annotated[Cluster | None, typer.Option("--cluster", help="Only this cluster.")] = None,
            pki_dir: PkiOpt = None, as_json: JsonOpt = False) -> None:
     """Health, leader, raft term/index, revision and size of every member, over mutual TLS."""
     show(path, cluster, pki_dir, as_json)
 
 
-def show(path: Path, cluster: str | None, pki_dir: Path | None, as_json: bool, seeded: list[str] | None = None) -> None:
+def show(path: Path, cluster: Cluster | None, pki_dir: Path | None, as_json: bool, seeded: list[str] | None = None) -> None:
     t = _run(lambda: target(path, pki_dir, None, None), as_json)
-    clusters = [cluster] if cluster else [c for c in ("etcd", "etcd-events") if t.plan.members_of(c)]
+    clusters = [cluster.value] if cluster else [c.value for c in Cluster if t.plan.members_of(c.value)]
     rows = _run(lambda: ops.status(t, clusters), as_json)
     ok = all(r.healthy for r in rows)
     if as_json:
@@ -120,25 +120,25 @@ def show(path: Path, cluster: str | None, pki_dir: Path | None, as_json: bool, s
 
 
 @app.command()
-def snapshot(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+def snapshot(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = Cluster.etcd, pki_dir: PkiOpt = None,
              blob_connection_string: BlobOpt = None, as_json: JsonOpt = False) -> None:
     """Stream a snapshot from a healthy member into the environment's backup container."""
     t = _run(lambda: target(path, pki_dir, None, blob_connection_string), as_json)
     snap = _run(lambda: ops.snapshot(t, cluster, say=_say(as_json)), as_json)
     if as_json:
-        dump_json(asdict(snap))
+        dump_json(ok(asdict(snap)))
     else:
         out.print(f"snapshot {safe(snap.name)}: {snap.size} bytes, revision {snap.revision}, sha256 {safe(snap.sha256[:16])}…")
 
 
 @app.command()
-def snapshots(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+def snapshots(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = Cluster.etcd, pki_dir: PkiOpt = None,
               blob_connection_string: BlobOpt = None, as_json: JsonOpt = False) -> None:
     """List the snapshots of a cluster in the backup container, oldest first."""
     t = _run(lambda: target(path, pki_dir, None, blob_connection_string), as_json)
     snaps = _run(lambda: ops.snapshots(t, cluster), as_json)
     if as_json:
-        dump_json([asdict(s) for s in snaps])
+        dump_json(ok(snapshots=[asdict(s) for s in snaps]))
         return
     for s in snaps:
         out.print(f"{safe(s.name)}  {s.size} bytes  revision {s.revision}")
@@ -148,17 +148,17 @@ def snapshots(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = "etcd", pki_dir:
 def restore(path: EnvArg = DEFAULT_ENV,
             name: Annotated[str, typer.Option("--snapshot", help="Snapshot blob name (`skyrack etcd snapshots`), "
                                                                 "or `latest`.")] = "latest",
-            cluster: ClusterOpt = "etcd",
+            cluster: ClusterOpt = Cluster.etcd,
             yes: Annotated[bool, typer.Option("--yes", help="Confirm: every member's data is replaced.")] = False,
             pki_dir: PkiOpt = None, ssh_config: SshOpt = None, blob_connection_string: BlobOpt = None,
             as_json: JsonOpt = False) -> None:
     """Rebuild a cluster from a snapshot: every member stopped, restored and started as a new cluster."""
     if not yes:
-        usage("restore replaces the data of every member of the cluster; run again with --yes")
+        usage("restore replaces the data of every member of the cluster; run again with --yes", as_json)
     t = _run(lambda: target(path, pki_dir, ssh_config, blob_connection_string), as_json)
     rows = _run(lambda: ops.restore(t, cluster, name, say=_say(as_json)), as_json)
     if as_json:
-        dump_json({"ok": True, "members": [asdict(r) for r in rows]})
+        dump_json(ok(members=[asdict(r) for r in rows]))
     else:
         out.print(f"{safe(cluster)} restored: cluster {rows[0].cluster_id}, revision {rows[0].revision}")
 
@@ -166,14 +166,14 @@ def restore(path: EnvArg = DEFAULT_ENV,
 @app.command("replace-member")
 def replace_member(path: EnvArg = DEFAULT_ENV,
                    member: Annotated[str, typer.Option("--member", help="The member to replace, e.g. etcd-2.")] = "",
-                   cluster: ClusterOpt = "etcd", pki_dir: PkiOpt = None,
+                   cluster: ClusterOpt = Cluster.etcd, pki_dir: PkiOpt = None,
                    ssh_config: SshOpt = None, as_json: JsonOpt = False) -> None:
     """Replace a member whose data directory is lost: remove, add and rejoin it empty; it syncs from the leader."""
     if not member:
-        usage("say which member to replace: --member NAME (e.g. --member etcd-2)")
+        usage("say which member to replace: --member NAME (e.g. --member etcd-2)", as_json)
     t = _run(lambda: target(path, pki_dir, ssh_config, None), as_json)
     st = _run(lambda: ops.replace_member(t, cluster, member, say=_say(as_json)), as_json)
     if as_json:
-        dump_json(asdict(st))
+        dump_json(ok(asdict(st)))
     else:
         out.print(f"{safe(member)} rejoined {safe(cluster)} as member {st.member_id}, healthy: {st.healthy}")

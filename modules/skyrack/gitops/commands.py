@@ -1,12 +1,12 @@
 """`skyrack diff` and `skyrack check`: the command-line side of the GitOps review.
 
-Registered on the main typer app by `register(app)` (two lines at the bottom of
-`skyrack.cli`). Exit codes as everywhere: 0 ok, 1 danger / a failed rule / bad input,
-2 usage.
+Registered on the main typer app by `register(app)` (in `skyrack.cli`). Exit codes as
+everywhere: 0 ok, 1 danger / a failed rule / bad input, 2 usage.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -14,7 +14,14 @@ from typing import Annotated
 
 import typer
 
+from ..cliutil import ENVS_HELP, dump_json, env_files, env_path, fail, failure, guarded, ok, out
 from ..errors import InputError
+from ..plan import make
+from ..policies.check import RULES, run
+from . import render
+from .git import Repo
+from .model import Report
+from .review import Side, review
 
 
 class Format(StrEnum):
@@ -38,11 +45,6 @@ def diff(
 
     Exit 0 without danger items, 1 with one (or an environment that does not validate).
     """
-    from ..cli import guarded
-    from . import render
-    from .git import Repo
-    from .review import Side, review
-
     def run():
         repo = Repo(Path.cwd(), configs)
         base_side = Side(repo, repo.resolve(base), base)
@@ -57,7 +59,7 @@ def diff(
             raise typer.BadParameter(f"no environment {', '.join(unknown)} at either revision "
                                      f"(known: {', '.join(sorted(known)) or 'none'})", param_hint="--env")
     writers = {Format.text: lambda r: render.text(r, verbose), Format.markdown: render.markdown,
-               Format.json: render.as_json}
+               Format.json: report_json}
     by_suffix = {".json": Format.json, ".md": Format.markdown, ".txt": Format.text}
     for path in save or []:
         if path.suffix not in by_suffix:
@@ -70,21 +72,25 @@ def diff(
     raise typer.Exit(report.exit_code)
 
 
+def report_json(report: Report) -> str:
+    """The review as JSON: `ok` false, with an `error` saying why, when it has a danger item or an invalid environment."""
+    doc = report.as_dict()
+    if not doc["ok"]:
+        doc["error"] = (f"{report.counts['danger']} danger change(s), {len(report.invalid)} environment(s) "
+                        "that do not validate")
+    return json.dumps(doc, indent=2) + "\n"
+
+
 def check(
-    paths: Annotated[list[Path], typer.Argument(help="Environment files, configs/<env>.yaml.")],
+    paths: Annotated[list[Path], typer.Argument(help=ENVS_HELP, parser=env_path, metavar="ENV...")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")] = False,
 ) -> None:
     """Policy rules beyond schema validity (production redundancy, exposure, quotas, versions).
 
     Exit 1 when a rule of severity error fails (or a file does not validate).
     """
-    from ..cli import dump_json, fail, out
-    from ..plan import make
-    from ..policies.check import RULES, run
-    from .git import is_env_file
-
     results, problems = [], []
-    for path in (p for p in paths if is_env_file(p.name)):
+    for path in env_files(paths or []):
         try:
             plan = make(path)
         except InputError as exc:
@@ -96,9 +102,13 @@ def check(
                         "findings": [f.as_dict() for f in findings]})
     failed = bool(problems) or not all(r["ok"] for r in results)
     if as_json:
-        dump_json({"ok": not failed, "rules": [{"id": r.id, "severity": r.severity, "summary": r.summary}
-                                               for r in RULES],
-                   "results": results, "problems": [p.as_dict() for p in problems]})
+        rules = [{"id": r.id, "severity": r.severity, "summary": r.summary} for r in RULES]
+        broken = [f"{r['file']}: {f['rule']}: {f['field']}: {f['message']}" for r in results for f in r["findings"]
+                  if f["severity"] == "error"]
+        if failed:
+            dump_json(failure(problems, "\n".join([*map(str, problems), *broken]), rules=rules, results=results))
+        else:
+            dump_json(ok(rules=rules, results=results, problems=[]))
         raise typer.Exit(1 if failed else 0)
     for r in results:
         errors = sum(f["severity"] == "error" for f in r["findings"])

@@ -12,11 +12,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from ..errors import InputError, Problem
-
-
-def is_env_file(name: str) -> bool:
-    """configs/<env>.yaml, not its lock file nor Pulumi's stack settings."""
-    return name.endswith(".yaml") and not name.endswith(".lock.yaml") and not name.startswith("Pulumi.")
+from ..files import is_env_file
 
 
 def lock_name(env_path: str) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
+from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
 from ..term import safe
 from . import driver
 from .progress import error_lines, skipped_table, summary_table

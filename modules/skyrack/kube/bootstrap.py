@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .. import plan as planmod
+from ..render import cloud_init
 from . import objects as o
 
 TOKEN_RE = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
@@ -75,8 +76,6 @@ def kube_proxy_kubeconfig(endpoint: str) -> str:
 def cluster_configuration(p: planmod.Plan, endpoint: str) -> str:
     """kubeadm's ClusterConfiguration, which `kubeadm join` and `kubeadm upgrade` read from kubeadm-config:
     the API servers' own (render.cloud_init), so an upgrade keeps external etcd and the scheduler settings."""
-    from ..render import cloud_init
-
     return cloud_init.cluster_configuration(p, endpoint)
 
 

@@ -15,12 +15,12 @@ from typing import Annotated
 import typer
 import yaml
 
-# defined before importing skyrack.cli, which registers it (either module may be imported first)
-app = typer.Typer(help="The cluster layer (pulumi-kubernetes objects on the control plane).", no_args_is_help=True)
+from .. import plan as planmod
+from .. import scheduler
+from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, ok
+from . import concerns
 
-from .. import plan as planmod  # noqa: E402
-from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded  # noqa: E402
-from . import concerns, scheduling  # noqa: E402
+app = typer.Typer(help="The cluster layer (pulumi-kubernetes objects on the control plane).", no_args_is_help=True)
 
 PLACEHOLDERS = {"ca_cert_pem": "<ca_cert_pem of the control-plane stack>", "token_id": "<token-id>",
                 "token_secret_part": "<secret>"}
@@ -35,11 +35,11 @@ def placeholder_manifests(p: planmod.Plan, now: dt.datetime) -> dict[str, list[d
 @app.command()
 def manifests(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
     """Print every Kubernetes object the cluster layer creates for an environment."""
-    p = guarded(lambda: planmod.make(path))
+    p = guarded(lambda: planmod.make(path), as_json)
     groups = placeholder_manifests(p, dt.datetime.now(dt.UTC))
     docs = [m for ms in groups.values() for m in ms]
     if as_json:
-        dump_json(groups)
+        dump_json(ok(groups))
     else:
         print(yaml.safe_dump_all(docs, sort_keys=False, width=200), end="")
     kinds = Counter(m["kind"] for m in docs)
@@ -51,8 +51,8 @@ def manifests(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
 def scheduler_config(
     path: EnvArg = DEFAULT_ENV,
     kubeconfig: Annotated[Path, typer.Option(help="The scheduler's kubeconfig on the VM.")] = Path(
-        scheduling.DEFAULT_KUBECONFIG),
+        scheduler.DEFAULT_KUBECONFIG),
 ) -> None:
     """Print the KubeSchedulerConfiguration (with gang scheduling) for kube-scheduler --config."""
     env = guarded(lambda: planmod.make(path)).env
-    print(scheduling.scheduler_config_yaml(env, str(kubeconfig)), end="")
+    print(scheduler.scheduler_config_yaml(env, str(kubeconfig)), end="")

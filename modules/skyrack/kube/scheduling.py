@@ -1,9 +1,9 @@
 """Gang scheduling: the scheduler-plugins coscheduling profile, the PodGroup CRD and its RBAC.
 
 The scheduler runs on the API-server VMs (configured by cloud-init, not by this layer), so its
-configuration is a pure function, ``scheduler_config_yaml``, that cloud-init embeds; the image
-it must run is ``env.cluster.versions.scheduler_plugins``. In the cluster this layer adds what
-the coscheduling plugin reads: the PodGroup CRD and the RBAC for the scheduler's identity.
+configuration is core: ``skyrack.scheduler.scheduler_config_yaml``, which cloud-init embeds; the
+image it must run is ``env.cluster.versions.scheduler_plugins``. In the cluster this layer adds
+what the coscheduling plugin reads: the PodGroup CRD and the RBAC for the scheduler's identity.
 
 A job is gang-scheduled when its pods carry ``scheduling.x-k8s.io/pod-group: <name>`` and a
 PodGroup of that name sets ``minMember``: no pod of the group binds until all can.
@@ -13,47 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
-from .. import config
 from . import objects as o
 
 GROUP = "scheduling.x-k8s.io"
 POD_GROUP_LABEL = f"{GROUP}/pod-group"
 SCHEDULER_USER = "system:kube-scheduler"
-PLUGIN = "Coscheduling"
-DEFAULT_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
-
-
-def scheduler_config(env: config.Environment, kubeconfig: str = DEFAULT_KUBECONFIG) -> dict[str, Any]:
-    """KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) with coscheduling in the default profile.
-
-    Coscheduling must own queue sorting (pods of a group queue together); queueSort must be the
-    same in every profile, so it goes into the one profile every pod uses, `default-scheduler`.
-    Pods without a pod-group label are scheduled as before.
-    """
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig},
-        # one scheduler per API-server VM; only the leader schedules
-        "leaderElection": {"leaderElect": True, "resourceNamespace": "kube-system", "resourceName": "kube-scheduler"},
-        "profiles": [{
-            "schedulerName": "default-scheduler",
-            "plugins": {
-                "queueSort": {"enabled": [{"name": PLUGIN}], "disabled": [{"name": "*"}]},
-                "multiPoint": {"enabled": [{"name": PLUGIN}]},
-            },
-            "pluginConfig": [{"name": PLUGIN, "args": {
-                "permitWaitingTimeSeconds": env.cluster.gang_permit_wait_seconds,
-                                                        "podGroupBackoffSeconds": 10}}],
-        }],
-    }
-
-
-def scheduler_config_yaml(env: config.Environment, kubeconfig: str = DEFAULT_KUBECONFIG) -> str:
-    """The file cloud-init writes on each API-server VM and passes to kube-scheduler --config."""
-    return yaml.safe_dump(scheduler_config(env, kubeconfig), sort_keys=False)
 
 
 def _int(description: str, minimum: int | None = None) -> dict[str, Any]:

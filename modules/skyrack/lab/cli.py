@@ -11,9 +11,9 @@ import typer
 from rich.table import Table
 
 from .. import build
-from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, err, guarded, out
+from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, env_path, err, guarded, ok, out
 from ..engine import EngineError
-from . import cluster, lifecycle, stacks
+from . import cluster, controlplane, lifecycle, stacks
 
 app = typer.Typer(help="The local lab: every host of a lab environment as a systemd-nspawn node.",
                   no_args_is_help=True)
@@ -21,17 +21,6 @@ app = typer.Typer(help="The local lab: every host of a lab environment as a syst
 
 def _run(fn, as_json: bool = False):
     return guarded(fn, as_json, (lifecycle.LabError, build.BuildError, cluster.ClusterError, EngineError))
-
-
-def read_seeds(seed_dir: Path | None) -> dict[str, str]:
-    """`<dir>/<host>.yaml` is that host's cloud-init user-data."""
-    if seed_dir is None:
-        return {}
-    if not seed_dir.is_dir():
-        from ..errors import InputError, Problem
-
-        raise InputError([Problem(str(seed_dir), "", "not a directory of <host>.yaml user-data files")])
-    return {p.stem: p.read_text() for p in sorted(seed_dir.glob("*.yaml"))}
 
 
 @app.command()
@@ -43,22 +32,26 @@ def up(
 ) -> None:
     """Start every host of the environment (idempotent; recovers after a crash)."""
     say = (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]lab[/bold] {m}"))
-    _run(lambda: lifecycle.up(path, read_seeds(seed_dir), say=say), as_json)
-    show(path, as_json)
+    _run(lambda: lifecycle.up(path, controlplane.read_seeds(seed_dir), say=say), as_json)
+    show(path, as_json, done=True)
 
 
 @app.command()
 def status(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
     """Show the lab's hosts (running, SSH answering), bridge, rules and apt proxy."""
-    st = show(path, as_json)
-    if not st["up"] or not all(h["running"] for h in st["hosts"]):
+    if not running(show(path, as_json)):
         raise typer.Exit(1)
 
 
-def show(path: Path, as_json: bool) -> dict:
+def running(st: dict) -> bool:
+    return bool(st["up"]) and all(h["running"] for h in st["hosts"])
+
+
+def show(path: Path, as_json: bool, done: bool = False) -> dict:
+    """Print the lab's status; `ok` in JSON: the command did its work (`up`), or every host runs (`status`)."""
     st = _run(lambda: lifecycle.status(path), as_json)
     if as_json:
-        dump_json(st)
+        dump_json({**st, "ok": done or running(st)})
         return st
     if not st["up"]:
         out.print(f"lab {st['environment']}: down")
@@ -103,8 +96,7 @@ def build_cmd(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
              as_json)
     entries = build.report()
     if as_json:
-        dump_json({"ok": True, "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,
-                   "cache": entries})
+        dump_json(ok(kubernetes=lab.plan.env.kubernetes.version if lab.kubernetes else None, cache=entries))
         return
     t = Table("component", "version", "size", "built in", "path", title="build cache", title_justify="left")
     for e in entries:
@@ -162,8 +154,8 @@ def nodes(
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def kubectl(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help="The lab's environment file.")]
-            = DEFAULT_ENV) -> None:
+def kubectl(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help="The lab's environment (a name "
+                                                   "or its .yaml file).", parser=env_path)] = DEFAULT_ENV) -> None:
     """Run the lab's own kubectl with its admin kubeconfig: `skyrack lab kubectl [--env FILE] get nodes`."""
     lab = _run(lambda: lifecycle.open_lab(path))
     artifacts = _run(lambda: lifecycle.artifacts(lab))
@@ -173,8 +165,8 @@ def kubectl(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def pulumi(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help="The lab's environment file.")]
-           = DEFAULT_ENV) -> None:
+def pulumi(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help="The lab's environment (a name "
+                                                  "or its .yaml file).", parser=env_path)] = DEFAULT_ENV) -> None:
     """Run the built Pulumi on the lab's cluster-layer stack: `skyrack lab pulumi [--env FILE] up|preview|destroy`.
 
     stacks/cluster, stack <env>, the lab's own backend and passphrase (see `skyrack lab env`)."""

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import azurite, certs, pki
+from ..errors import InputError, Problem
 from ..files import write_private
 from ..plan import Member, Plan
 from ..render import cloud_init
@@ -94,6 +95,15 @@ def write_seeds(plan: Plan, paths: Paths, out: Path | None = None) -> Path:
     for host, text in user_data(plan, ensure_pki(plan, paths), plan.env.mirrors.kubernetes).items():
         write_private(d / f"{host}.yaml", text)
     return d
+
+
+def read_seeds(seed_dir: Path | None) -> dict[str, str]:
+    """`<dir>/<host>.yaml` is that host's cloud-init user-data (what `write_seeds` wrote, or the operator's own)."""
+    if seed_dir is None:
+        return {}
+    if not seed_dir.is_dir():
+        raise InputError([Problem(str(seed_dir), "", "not a directory of <host>.yaml user-data files")])
+    return {p.stem: p.read_text() for p in sorted(seed_dir.glob("*.yaml"))}
 
 
 # ----------------------------------------------------------------------------- the backup container (Azurite)

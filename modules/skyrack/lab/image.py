@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..build import mirrors
 from ..build.cache import ROOT as CACHE_ROOT
 from ..errors import InputError, Problem
-from . import mirrors
 
 CACHE_DIR = Path(os.environ.get("SKYRACK_LAB_CACHE") or CACHE_ROOT / "lab")
 RECIPE_VERSION = 2

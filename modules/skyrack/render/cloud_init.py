@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ..kube.scheduling import scheduler_config_yaml
 from ..plan import Member, Plan, PoolPlan
+from ..scheduler import scheduler_config_yaml
 from . import render
 
 if TYPE_CHECKING:
