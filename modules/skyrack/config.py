@@ -258,9 +258,12 @@ class Kubernetes(Strict):
     def _service_size(cls, v: IPv4Net) -> IPv4Net:
         if v.prefixlen < 12:
             raise ValueError(f"{v} is larger than /12, the largest service range kube-apiserver accepts")
-        if v.prefixlen > 28:
+        from .ipam import API_SERVICE_INDEX, DNS_SERVICE_INDEX, service_ip  # local import: ipam reads this module's types
+
+        if v.num_addresses <= max(API_SERVICE_INDEX, DNS_SERVICE_INDEX):
             raise ValueError(f"{v} is too small: the service range must hold the API service IP "
-                             f"({v.network_address + 1}) and the cluster DNS IP (the 10th address); use /28 or larger")
+                             f"({service_ip(v, API_SERVICE_INDEX)}) and the cluster DNS IP (the {DNS_SERVICE_INDEX}th "
+                             "address); use /28 or larger")
         return v
 
     @property
