@@ -162,8 +162,8 @@ def test_a_join_configuration_from_the_stack_outputs_passes_discovery_against_th
 
 @pytest.mark.parametrize("env", ENVS)
 def test_the_rack_joins_own_join_configuration_passes_discovery_against_this_layer(rendered, env):
-    """Across both sides: the rack join's renderer (skyrack.join.render, another branch until merged)."""
-    join_render = pytest.importorskip("skyrack.join.render", reason="the rack join is not merged in this branch")
+    """Across both sides: the rack join's renderer (skyrack.join.node_files, another branch until merged)."""
+    join_render = pytest.importorskip("skyrack.join.node_files", reason="the rack join is not merged in this branch")
     r = rendered(env)
     node = r.plan.nodes[0].name
     assert_discovery_succeeds(r, yaml.safe_load(join_render.join_configuration(r.plan, node, stack_outputs(r))))

@@ -39,7 +39,7 @@ def diff(
     Exit 0 without danger items, 1 with one (or an environment that does not validate).
     """
     from ..cli import guarded
-    from . import render
+    from . import report_formats
     from .git import Repo
     from .review import Side, review
 
@@ -56,8 +56,8 @@ def diff(
         if unknown:
             raise typer.BadParameter(f"no environment {', '.join(unknown)} at either revision "
                                      f"(known: {', '.join(sorted(known)) or 'none'})", param_hint="--env")
-    writers = {Format.text: lambda r: render.text(r, verbose), Format.markdown: render.markdown,
-               Format.json: render.as_json}
+    writers = {Format.text: lambda r: report_formats.text(r, verbose), Format.markdown: report_formats.markdown,
+               Format.json: report_formats.as_json}
     by_suffix = {".json": Format.json, ".md": Format.markdown, ".txt": Format.text}
     for path in save or []:
         if path.suffix not in by_suffix:
