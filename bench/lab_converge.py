@@ -32,9 +32,11 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "modules"))
+sys.path.insert(0, str(ROOT / "tests"))  # lab_variants: the tests' helper
 
+import lab_variants as variants  # noqa: E402
 from skyrack.join import driver  # noqa: E402
-from skyrack.lab import cluster, lifecycle, stacks, variants  # noqa: E402
+from skyrack.lab import cluster, lifecycle, stacks  # noqa: E402
 
 BRIDGE, OCTET = "skyrackb0", 2
 quiet = Console(file=open("/dev/null", "w"))  # progress off: only timings matter here

@@ -32,10 +32,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "modules"), str(ROOT / "tests")]
 
+import lab_variants as variants  # noqa: E402
 from kube.conftest import NOW, control_plane_outputs, make_ca, run_program  # noqa: E402
 from skyrack import plan as planmod  # noqa: E402
 from skyrack.kube.layer import ClusterLayer  # noqa: E402
-from skyrack.lab import lifecycle, stacks, variants  # noqa: E402
+from skyrack.lab import lifecycle, stacks  # noqa: E402
 
 BRIDGE, OCTET = "skyrackb0", 2
 

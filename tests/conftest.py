@@ -30,8 +30,8 @@ def env_copy(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def userdata_checker():
-    """skyrack.userdata_check with cloud-init available (`cloud-init schema` + the top-level key check)."""
-    from skyrack import userdata_check
+    """userdata_check (tests/userdata_check.py) with cloud-init available (`cloud-init schema` + the top-level key check)."""
+    import userdata_check
 
     try:
         userdata_check.cloud_init_root()

@@ -39,11 +39,6 @@ def api_fqdn(plan: Plan) -> str:
     return f"{API_RECORD}.{plan.env.dns_zone}"
 
 
-def service_ip(plan: Plan) -> str:
-    """The `kubernetes` Service's cluster IP: the first address of the service range."""
-    return str(plan.env.kubernetes.service_cidr.network_address + 1)
-
-
 def etcd_specs(member: Member) -> list[CertSpec]:
     """Server (client port, also used by etcdctl on the member) and peer certificate of an etcd member."""
     dns = (member.name, member.fqdn, "localhost")
@@ -60,7 +55,7 @@ def apiserver_specs(plan: Plan, member: Member) -> list[CertSpec]:
     dns = (member.name, member.fqdn, api_fqdn(plan), "kubernetes", "kubernetes.default",
            "kubernetes.default.svc", f"kubernetes.default.svc.{domain}", "localhost")
     endpoint_ip = plan.apiserver_endpoint.removeprefix("https://").rsplit(":", 1)[0]
-    ips = tuple(dict.fromkeys((member.ip, plan.apiserver_lb_ip, endpoint_ip, service_ip(plan), "127.0.0.1")))
+    ips = tuple(dict.fromkeys((member.ip, plan.apiserver_lb_ip, endpoint_ip, plan.api_service_ip, "127.0.0.1")))
     return [
         CertSpec(f"{member.name}-serving", "kubernetes", "kube-apiserver", None, dns, ips, server=True),
         CertSpec(f"{member.name}-etcd-client", "etcd", f"kube-apiserver-etcd-client-{member.name}", client=True),

@@ -161,7 +161,7 @@ def print_plan(p: planmod.Plan, wrote: bool) -> None:
           ((name, nodes[0].team or "-", f"{nodes[0].gpu_count} x {nodes[0].gpu_model}" if nodes[0].gpu_model else "-",
             len(nodes), f"{nodes[0].name} {nodes[0].ip}", f"{nodes[0].pod_cidr} ..") for name, nodes in racks.items()))
     pod_ips = sum(2 ** (32 - int(n.pod_cidr.split("/")[1])) for n in p.nodes)
-    out.print(f"Pod addresses allocated on-prem: {pod_ips:,} (capacity {len(p.nodes) * env.kubernetes.pods_per_node:,} pods)")
+    out.print(f"Pod addresses allocated on-prem: {pod_ips:,} (capacity {len(p.nodes) * p.max_pods:,} pods)")
     a = p.allocation
     if not a.changed:
         out.print(f"Lock {safe(p.lock_path)}: up to date")

@@ -36,12 +36,12 @@ FIXED_SUBNETS: tuple[tuple[str, int], ...] = (
 )
 
 
-def block_prefix(pods_per_node: int) -> int:
-    return 32 - math.ceil(math.log2(2 * pods_per_node))
+def block_prefix(max_pods: int) -> int:
+    return 32 - math.ceil(math.log2(2 * max_pods))
 
 
-def block_capacity(pod_cidr: IPv4Net, pods_per_node: int) -> int:
-    return 2 ** max(0, block_prefix(pods_per_node) - pod_cidr.prefixlen)
+def block_capacity(pod_cidr: IPv4Net, max_pods: int) -> int:
+    return 2 ** max(0, block_prefix(max_pods) - pod_cidr.prefixlen)
 
 
 def vnet_layout(vnet: IPv4Net) -> dict[str, IPv4Net]:
@@ -79,6 +79,16 @@ def member_ip(subnet: IPv4Net, index: int) -> ipaddress.IPv4Address:
 def load_balancer_ip(subnet: IPv4Net) -> ipaddress.IPv4Address:
     """The API servers' internal load balancer: the last usable address of their subnet."""
     return subnet.broadcast_address - 1
+
+
+# Addresses of the service range Kubernetes' conventions fix (the range must hold both).
+API_SERVICE_INDEX = 1  # the `kubernetes` Service: kube-apiserver takes the range's first address
+DNS_SERVICE_INDEX = 10  # kube-dns: the tenth, kubeadm's choice, which every kubelet's clusterDNS names
+
+
+def service_ip(service_cidr: IPv4Net, index: int) -> ipaddress.IPv4Address:
+    """The index-th address of the service range (API_SERVICE_INDEX, DNS_SERVICE_INDEX)."""
+    return service_cidr.network_address + index
 
 
 # ----------------------------------------------------------------------------- pod ranges
@@ -144,7 +154,7 @@ class _Bitmap:
 
 def allocate(
     pod_cidr: IPv4Net,
-    pods_per_node: int,
+    max_pods: int,
     node_names: list[str],
     pools: dict[str, int],
     lock: dict | None,
@@ -153,7 +163,7 @@ def allocate(
 
     `pools` maps pool name to its maximum node count. Raises ValueError if pod_cidr is full.
     """
-    prefix = block_prefix(pods_per_node)
+    prefix = block_prefix(max_pods)
     bitmap = _Bitmap(pod_cidr, prefix)
     lock = lock or {}
     old_nodes: dict[str, str] = dict(lock.get("nodes") or {})

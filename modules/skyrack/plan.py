@@ -31,6 +31,19 @@ LOCK_KEYS = ("version", "pod_cidr", "block_prefix", "pools", "nodes")
 MAX_LOCK_BYTES = 32 << 20
 ROLES = ("apiserver", "etcd", "etcd-events")
 
+# Label and taint keys: every on-prem node carries them (node_labels, node_taints), a cloud-pool node its
+# pool's (render.cloud_init), and the cluster layer selects and tolerates by them (kube.labels): one spelling.
+ENV_LABEL = "skyrack.io/env"
+RACK_LABEL = "skyrack.io/rack"
+TEAM_LABEL = "skyrack.io/team"
+POOL_LABEL = "skyrack.io/pool"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+TEAM_TAINT_KEY = "skyrack.io/team"  # its value is the team
+GPU_TAINT_KEY, GPU_TAINT_VALUE = "nvidia.com/gpu", "present"
+TAINT_EFFECT = "NoSchedule"  # of both taints: running pods stay, new ones need a toleration
+
 
 @dataclass(frozen=True)
 class Member:
@@ -69,7 +82,7 @@ class PoolPlan:
     min: int
     max: int
     pod_cidr: str  # the pool's whole pod range (one prefix in the VNet address space)
-    pods_per_node: int
+    max_pods: int
 
 
 @dataclass
@@ -84,6 +97,9 @@ class Plan:
     pools: list[PoolPlan]
     sizing: sizing.Sizing
     allocation: ipam.Allocation = field(repr=False)
+    api_service_ip: str  # the `kubernetes` Service's cluster IP (a SAN of every API server's certificate)
+    dns_service_ip: str  # kube-dns's cluster IP: every kubelet's clusterDNS
+    max_pods: int  # per node, on-prem and cloud (kubernetes.pods_per_node): kubelet's maxPods
 
     @property
     def lock_path(self) -> Path:
@@ -102,7 +118,7 @@ class Plan:
         return {
             "version": LOCK_VERSION,
             "pod_cidr": str(self.env.kubernetes.pod_cidr),
-            "block_prefix": ipam.block_prefix(self.env.kubernetes.pods_per_node),
+            "block_prefix": ipam.block_prefix(self.max_pods),
             "pools": {k: str(v) for k, v in sorted(self.allocation.pools.items())},
             "nodes": {k: str(v) for k, v in sorted(self.allocation.nodes.items())},
         }
@@ -113,8 +129,8 @@ class Plan:
             "environment": env.name,
             "source": str(self.source),
             "kubernetes": {"version": env.kubernetes.version, "service_cidr": str(env.kubernetes.service_cidr),
-                           "pod_cidr": str(env.kubernetes.pod_cidr), "pods_per_node": env.kubernetes.pods_per_node,
-                           "node_pod_prefix": ipam.block_prefix(env.kubernetes.pods_per_node)},
+                           "pod_cidr": str(env.kubernetes.pod_cidr), "pods_per_node": self.max_pods,
+                           "node_pod_prefix": ipam.block_prefix(self.max_pods)},
             "azure": {"location": env.azure.location, "resource_group": env.resource_group,
                       "dns_zone": env.dns_zone, "zones": env.azure.zones, "subnets": self.subnets,
                       "apiserver_lb_ip": self.apiserver_lb_ip,
@@ -251,22 +267,22 @@ def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
 
 
 def node_labels(env: config.Environment, rack: config.Rack) -> dict[str, str]:
-    labels = {"skyrack.io/env": env.name, "skyrack.io/rack": rack.name,
-              "topology.kubernetes.io/zone": f"onprem-{rack.name}"}
+    labels = {ENV_LABEL: env.name, RACK_LABEL: rack.name, ZONE_LABEL: f"onprem-{rack.name}"}
     if rack.team:
-        labels["skyrack.io/team"] = rack.team
+        labels[TEAM_LABEL] = rack.team
     if rack.gpu and rack.gpu.count:
-        labels["nvidia.com/gpu.product"] = rack.gpu.model
-        labels["nvidia.com/gpu.count"] = str(rack.gpu.count)
+        labels[GPU_PRODUCT_LABEL] = rack.gpu.model
+        labels[GPU_COUNT_LABEL] = str(rack.gpu.count)
     return labels
 
 
 def node_taints(rack: config.Rack) -> list[str]:
+    """'key=value:Effect' (kubeadm's and kubectl's format): the team's, and the GPU taint on GPU racks."""
     taints = []
     if rack.team:
-        taints.append(f"skyrack.io/team={rack.team}:NoSchedule")
+        taints.append(f"{TEAM_TAINT_KEY}={rack.team}:{TAINT_EFFECT}")
     if rack.gpu and rack.gpu.count:
-        taints.append("nvidia.com/gpu=present:NoSchedule")
+        taints.append(f"{GPU_TAINT_KEY}={GPU_TAINT_VALUE}:{TAINT_EFFECT}")
     return taints
 
 
@@ -297,13 +313,13 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
     endpoint_ip = members[0].ip if env.lab is not None else lb_ip
 
     names = [node.name for _, node, _ in env.rack_nodes]
+    max_pods = env.kubernetes.pods_per_node
     try:
-        alloc = ipam.allocate(env.kubernetes.pod_cidr, env.kubernetes.pods_per_node, names,
+        alloc = ipam.allocate(env.kubernetes.pod_cidr, max_pods, names,
                               {p.name: p.max for p in env.cloud_pools}, lock)
     except ValueError as exc:
         raise InputError([Problem(label, "kubernetes.pod_cidr", str(exc))]) from None
 
-    max_pods = env.kubernetes.pods_per_node
     label_cache: dict[str, tuple[dict[str, str], list[str]]] = {}
     nodes = []
     for rack, node, _ in env.rack_nodes:
@@ -316,10 +332,13 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
             pod_cidr=str(alloc.nodes[node.name]), max_pods=max_pods, labels=labels, taints=taints,
         ))
     pools = [PoolPlan(name=p.name, vm_size=p.vm_size, min=p.min, max=p.max,
-                      pod_cidr=str(alloc.pools[p.name]), pods_per_node=max_pods) for p in env.cloud_pools]
+                      pod_cidr=str(alloc.pools[p.name]), max_pods=max_pods) for p in env.cloud_pools]
+    service_cidr = env.kubernetes.service_cidr
     return Plan(env=env, source=source, subnets={k: str(v) for k, v in subnets.items()},
                 apiserver_lb_ip=lb_ip, apiserver_endpoint=f"https://{endpoint_ip}:6443",
-                members=members, nodes=nodes, pools=pools, sizing=sz, allocation=alloc)
+                members=members, nodes=nodes, pools=pools, sizing=sz, allocation=alloc,
+                api_service_ip=str(ipam.service_ip(service_cidr, ipam.API_SERVICE_INDEX)),
+                dns_service_ip=str(ipam.service_ip(service_cidr, ipam.DNS_SERVICE_INDEX)), max_pods=max_pods)
 
 
 def make(env_path: str | Path, *, require_lock: bool = True) -> Plan:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from skyrack.lab import variants
+import lab_variants as variants
 from support import CONFIGS, run_cli
 
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from skyrack import plan as planmod
-from skyrack.join import outputs, render
+from skyrack.join import node_files, outputs
 from support import CONFIGS
 
 OUTPUTS = {
@@ -28,7 +28,7 @@ def prod_plan() -> planmod.Plan:
 
 
 def test_join_configuration_carries_the_control_plane_outputs(lab_plan):
-    doc = yaml.safe_load(render.join_configuration(lab_plan, "r01-n02", OUTPUTS))
+    doc = yaml.safe_load(node_files.join_configuration(lab_plan, "r01-n02", OUTPUTS))
     assert doc["apiVersion"] == "kubeadm.k8s.io/v1beta4" and doc["kind"] == "JoinConfiguration"
     token = doc["discovery"]["bootstrapToken"]
     assert token == {"apiServerEndpoint": "198.18.0.36:6443", "token": "abcdef.0123456789abcdef",
@@ -41,20 +41,20 @@ def test_join_configuration_carries_the_control_plane_outputs(lab_plan):
 
 def test_gpu_nodes_get_team_and_gpu_taints_and_labels(prod_plan):
     gpu = next(n for n in prod_plan.nodes if n.gpu_count)
-    kubelet = yaml.safe_load(render.kubelet_config(prod_plan, gpu.name))
+    kubelet = yaml.safe_load(node_files.kubelet_config(prod_plan, gpu.name))
     effects = {(t["key"], t["effect"]) for t in kubelet["registerWithTaints"]}
     assert ("nvidia.com/gpu", "NoSchedule") in effects
     # the pod range reaches the node's CNI configuration (role pod_network): kubelet ignores podCIDR in a cluster
     assert "podCIDR" not in kubelet and kubelet["maxPods"] == gpu.max_pods
     assert kubelet["serializeImagePulls"] is False and kubelet["maxParallelImagePulls"] == 10
-    flags = render.kubelet_flags(prod_plan, gpu.name)
+    flags = node_files.kubelet_flags(prod_plan, gpu.name)
     assert f"nvidia.com/gpu.product={gpu.gpu_model}" in flags and f"--node-ip={gpu.ip}" in flags
 
 
 def test_a_node_without_taints_registers_with_none(lab_plan):
     bare = planmod.NodeVars(**{**lab_plan.nodes[0].__dict__, "taints": [], "team": None})
     p = planmod.Plan(**{**lab_plan.__dict__, "nodes": [bare]})
-    assert yaml.safe_load(render.kubelet_config(p, bare.name))["registerWithTaints"] == []
+    assert yaml.safe_load(node_files.kubelet_config(p, bare.name))["registerWithTaints"] == []
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [

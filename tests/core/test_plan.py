@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,7 @@ def test_pools_take_one_range_from_the_top_and_join_the_vnet() -> None:
     assert highest == top
     for pool in p.pools:
         net = ipaddress.ip_network(pool.pod_cidr)
-        assert net.num_addresses >= pool.max * 2 * pool.pods_per_node
+        assert net.num_addresses >= pool.max * 2 * pool.max_pods
         assert pool.pod_cidr in p.vnet_address_space
 
 
@@ -179,3 +180,40 @@ def test_allocation_is_stable_under_any_sequence_of_changes(first, second, third
                 "nodes": {k: str(v) for k, v in alloc.nodes.items()},
                 "pools": {k: str(v) for k, v in alloc.pools.items()}}
         previous = alloc.nodes
+
+
+MODULES = Path(__file__).resolve().parents[2] / "modules" / "skyrack"
+
+
+@pytest.mark.parametrize("env", ["lab", "dev", "prod"])
+def test_the_plan_holds_the_service_addresses_and_the_pod_limit(env) -> None:
+    p = plan.make(Path(__file__).resolve().parents[2] / "configs" / f"{env}.yaml")
+    services = ipaddress.ip_network(p.env.kubernetes.service_cidr)
+    assert p.api_service_ip == str(services[1])  # kube-apiserver's own choice for the `kubernetes` Service
+    assert p.dns_service_ip == str(services[10])  # kubeadm's for kube-dns
+    assert p.max_pods == p.env.kubernetes.pods_per_node
+    assert {n.max_pods for n in p.nodes} | {q.max_pods for q in p.pools} == {p.max_pods}
+
+
+def test_consumers_read_derived_values_from_the_plan() -> None:
+    """Change the plan's values (not the environment): the inventory and the certificates follow."""
+    import dataclasses
+
+    from skyrack import certs, inventory
+
+    p = plan.make(Path(__file__).resolve().parents[2] / "configs" / "dev.yaml")
+    p = dataclasses.replace(p, api_service_ip="10.96.0.7", dns_service_ip="10.96.0.53")
+    assert inventory.global_vars(p)["skyrack_cluster_dns"] == "10.96.0.53"
+    serving = next(s for s in certs.specs(p) if s.key.endswith("-serving"))
+    assert "10.96.0.7" in serving.ips and "10.96.0.1" not in serving.ips
+
+
+def test_label_and_taint_keys_are_spelled_once() -> None:
+    """Every label key (and the team taint's) is written in plan.py only; other modules read the constant."""
+    keys = {plan.ENV_LABEL, plan.RACK_LABEL, plan.TEAM_LABEL, plan.POOL_LABEL, plan.ZONE_LABEL,
+            plan.GPU_PRODUCT_LABEL, plan.GPU_COUNT_LABEL, plan.TEAM_TAINT_KEY}
+    found = [f"{path.relative_to(MODULES)}: {key}" for path in sorted(MODULES.rglob("*.py")) if path.name != "plan.py"
+             for key in keys if f'"{key}"' in path.read_text() or f"'{key}'" in path.read_text()]
+    assert found == []
+    assert not [path for path in MODULES.rglob("*.py") if path.name != "ipam.py"  # ipam.service_ip, which the plan calls
+                if re.search(r"service_cidr\S*\.network_address", path.read_text())], "service IPs come from the plan"

@@ -156,6 +156,17 @@ def test_working_tree_with_its_own_code_and_a_base_that_predates_the_derivation(
     assert rc == 1 and one(verdicts(data)["dev"][1], "subnet etcd ")[0] == "danger"
 
 
+def test_a_base_from_before_the_join_renderers_rename_derives_its_racks(code_repo: GitRepo):
+    """main still calls it join/render.py (derive.py, copied over main's code, imports either name)."""
+    code_repo.git("checkout", "-q", "main")
+    code_repo.git("mv", "modules/skyrack/join/node_files.py", "modules/skyrack/join/render.py")
+    code_repo.commit("before the rename")
+    code_repo.git("checkout", "-q", "pr")
+    code_repo.git("merge", "-q", "--no-edit", "-s", "ours", "main")  # pr keeps node_files.py
+    rc, data = diff(code_repo)
+    assert rc == 0 and {e["status"] for e in data["environments"]} == {"unchanged"}, verdicts(data)
+
+
 def test_a_revision_whose_derivation_crashes_is_reported_not_hidden(code_repo: GitRepo):
     edit(code_repo, "modules/skyrack/plan.py", lambda t: t + "\nraise SystemExit('broken on purpose')\n")
     code_repo.commit("broken plan module")

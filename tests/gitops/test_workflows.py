@@ -135,7 +135,7 @@ def clone(tmp_path: Path) -> GitRepo:
         shutil.copy2(ROOT / rel, r.root / rel)
     r.commit("main")
     linked = (".venv", ".cache", "scripts/npm-tools/node_modules")
-    from skyrack import userdata_check
+    import userdata_check
 
     sources = {rel: ROOT / rel for rel in linked} | {".cache": userdata_check.CACHE}  # $SKYRACK_CACHE moves it
     for rel in linked:

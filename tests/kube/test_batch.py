@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from skyrack import config
-from skyrack.kube import batch, cloudpools, layer
+from skyrack import plan as planmod
+from skyrack.kube import batch, layer
 
 from .conftest import run_program
 from .placement import can_run_on, live_labels, pod_spec
@@ -63,7 +64,7 @@ def test_balloons_are_headroom_for_normal_work_that_preemptible_jobs_cannot_take
     # ... and yet never a reason to scale a pool: no pool node can take it.
     pod = pod_spec(r.one("Deployment", "balloon-robotics", batch.BALLOON_NAMESPACE).manifest)
     for pool in r.plan.pools:
-        pool_labels = {"skyrack.io/env": r.plan.env.name, cloudpools.POOL_LABEL: pool.name,
+        pool_labels = {"skyrack.io/env": r.plan.env.name, planmod.POOL_LABEL: pool.name,
                        "kubernetes.io/os": "linux"}
         assert not can_run_on(pod, pool_labels, [])
     assert pod["terminationGracePeriodSeconds"] == 0  # a preempting job waits for nobody

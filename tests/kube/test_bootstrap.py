@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import ipaddress
 
 import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from skyrack.kube import bootstrap, objects
+from skyrack.kube import bootstrap
 from support import is_secret
 
 from .conftest import NOW, TOKEN
@@ -116,7 +117,7 @@ def test_kubeadm_and_kubelet_configuration_match_the_environment(rendered, env):
                                 "podSubnet": str(k.pod_cidr)}
     kubelet = yaml.safe_load(r.one("ConfigMap", "kubelet-config", "kube-system").manifest["data"]["kubelet"])
     dns = r.one("Service", "kube-dns", "kube-system").manifest["spec"]["clusterIP"]
-    assert kubelet["clusterDNS"] == [dns] == [objects.service_ip(k.service_cidr, 10)]
+    assert kubelet["clusterDNS"] == [dns] == [str(ipaddress.ip_network(k.service_cidr)[10])] == [r.plan.dns_service_ip]
     assert kubelet["maxPods"] == k.pods_per_node and kubelet["authentication"]["anonymous"]["enabled"] is False
     proxy = r.one("DaemonSet", "kube-proxy", "kube-system").manifest
     assert proxy["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":v{k.version}")
@@ -161,8 +162,8 @@ def test_a_join_configuration_from_the_stack_outputs_passes_discovery_against_th
 
 @pytest.mark.parametrize("env", ENVS)
 def test_the_rack_joins_own_join_configuration_passes_discovery_against_this_layer(rendered, env):
-    """Across both sides: the rack join's renderer (skyrack.join.render, another branch until merged)."""
-    join_render = pytest.importorskip("skyrack.join.render", reason="the rack join is not merged in this branch")
+    """Across both sides: the rack join's renderer (skyrack.join.node_files, another branch until merged)."""
+    join_render = pytest.importorskip("skyrack.join.node_files", reason="the rack join is not merged in this branch")
     r = rendered(env)
     node = r.plan.nodes[0].name
     assert_discovery_succeeds(r, yaml.safe_load(join_render.join_configuration(r.plan, node, stack_outputs(r))))
@@ -185,3 +186,18 @@ def test_objects_kubeadm_init_would_also_create_are_taken_over_except_kubeadm_co
     assert {"cluster-info", "bootstrap-token-abcdef", "kubelet-config", "kube-proxy", "coredns"} <= forced
     assert "kubeadm-config" not in forced
     assert not forced & {"prometheus", "cluster-autoscaler"}  # only the bootstrap concern
+
+
+def test_kubelets_and_kube_dns_read_the_plans_values():
+    """The plan's DNS address and pod limit, not re-derived from the environment."""
+    import dataclasses
+
+    from skyrack import plan as planmod
+
+    from .conftest import CONFIGS
+
+    p = dataclasses.replace(planmod.make(CONFIGS / "dev.yaml"), dns_service_ip="10.96.0.53", max_pods=77)
+    kubelet = bootstrap.kubelet_configuration(p)
+    assert kubelet["clusterDNS"] == ["10.96.0.53"] and kubelet["maxPods"] == 77
+    (service,) = [m for m in bootstrap.coredns(p, "registry.k8s.io/coredns/coredns:v1.11.3") if m["kind"] == "Service"]
+    assert service["spec"]["clusterIP"] == "10.96.0.53"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from skyrack import plan as planmod
-from skyrack.join import render
+from skyrack.join import node_files
 from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -82,15 +82,15 @@ def test_hosts_run_what_the_join_configured(lab, outputs):
         assert skipped in conf
         assert lab.ssh(name, "grep -c nofile /etc/security/limits.d/90-skyrack.conf").strip() == "4"
         # files rendered from the plan: byte for byte what the Python side renders
-        assert lab.ssh(name, "cat /etc/kubernetes/kubelet.conf.d/50-skyrack.conf") == render.kubelet_config(p, name)
-        assert lab.ssh(name, "cat /etc/default/kubelet") == render.kubelet_flags(p, name)
-        kubelet = yaml.safe_load(render.kubelet_config(p, name))
+        assert lab.ssh(name, "cat /etc/kubernetes/kubelet.conf.d/50-skyrack.conf") == node_files.kubelet_config(p, name)
+        assert lab.ssh(name, "cat /etc/default/kubelet") == node_files.kubelet_flags(p, name)
+        kubelet = yaml.safe_load(node_files.kubelet_config(p, name))
         node = next(n for n in p.nodes if n.name == name)
         assert kubelet["serializeImagePulls"] is False
         cni = json.loads(lab.ssh(name, "cat /etc/cni/net.d/10-skyrack.conflist"))
         assert cni["plugins"][0]["ipam"]["ranges"] == [[{"subnet": node.pod_cidr}]]
         join_cfg = lab.ssh(name, "cat /etc/kubernetes/skyrack-join.yaml")
-        assert join_cfg == render.join_configuration(p, name, json.loads(outputs.read_text()))
+        assert join_cfg == node_files.join_configuration(p, name, json.loads(outputs.read_text()))
         assert lab.ssh(name, "stat -c %a /etc/kubernetes/skyrack-join.yaml").strip() == "600"
 
 

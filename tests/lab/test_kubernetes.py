@@ -17,7 +17,6 @@ import sys
 import pytest
 
 from skyrack import plan as planmod
-from skyrack.kube import bootstrap
 from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -67,7 +66,7 @@ def test_every_worker_is_ready_with_the_plans_labels_and_taints(lab, cluster):
 
 def test_coredns_answers_for_the_cluster(lab, cluster):
     p = planmod.make(lab.env)
-    dns = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[bootstrap.DNS_SERVICE_INDEX])
+    dns = p.dns_service_ip  # every kubelet's clusterDNS
     api = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[1])
     name = f"kubernetes.default.svc.{p.env.kubernetes.cluster_domain}"
     answer = lab.ssh("r01-n01", f"python3 -c '{DNS_QUERY}' {name} {dns}").strip()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from skyrack.lab import variants
+import lab_variants as variants
 from skyrack.lab.state import Paths
 from support import CONFIGS, need, run_cli
 

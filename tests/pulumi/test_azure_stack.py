@@ -15,7 +15,6 @@ from pulumi_harness import MOCK_BGP_ADDRESS, SUBSCRIPTION, Registered, StackRun
 
 from skyrack import pki
 from skyrack import plan as planmod
-from skyrack.kube import cloudpools
 from support import is_secret
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -236,14 +235,14 @@ def test_pod_ranges_on_scale_set_nics_equal_the_plan(stack: StackRun) -> None:
         nic = scale_set["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
         configs = nic["ipConfigurations"]
         pods = [c for c in configs if not c["primary"]]
-        assert len(pods) == pool.pods_per_node
+        assert len(pods) == pool.max_pods
         subnet_names = {c["subnet"]["id"].rsplit("/subnets/", 1)[1] for c in configs}
         assert len(subnet_names) == 1
         subnet = by_name[subnet_names.pop()]
         assert subnet["addressPrefix"] == pool.pod_cidr
         # Room for every node at max: its own address and its pods', plus Azure's 5 reserved.
         size = ipaddress.ip_network(pool.pod_cidr).num_addresses
-        assert pool.max * (1 + pool.pods_per_node) + 5 <= size
+        assert pool.max * (1 + pool.max_pods) + 5 <= size
         assert scale_set["sku"] == {"name": pool.vm_size, "tier": "Standard", "capacity": pool.min}
         assert scale_set["tags"]["min"] == str(pool.min) and scale_set["tags"]["max"] == str(pool.max)
 
@@ -406,7 +405,7 @@ def test_cloud_pool_nodes_join_as_workers(stack: StackRun) -> None:
         assert "pool_bootstrap_token" in stack.secret_outputs
         assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [stack.outputs["ca_cert_hash"]]
         kubelet = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}
-        assert f"{cloudpools.POOL_LABEL}={pool.name}" in kubelet["node-labels"].split(",")
+        assert f"{planmod.POOL_LABEL}={pool.name}" in kubelet["node-labels"].split(",")
         # Tainted until cloud-node-manager sets the providerID cluster-autoscaler maps to the instance.
         assert kubelet["cloud-provider"] == "external"
         assert "taints" not in join["nodeRegistration"]

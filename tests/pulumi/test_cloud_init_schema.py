@@ -1,7 +1,7 @@
 """Every user-data the stack ships passes `cloud-init schema` and the top-level key check.
 
 At boot an invalid config is only a warning, so this is where it must be caught. The check is
-skyrack.userdata_check (cloud-init from the Debian package, unpacked by `./dev setup`), the
+userdata_check (tests/userdata_check.py: cloud-init from the Debian package, unpacked by `./dev setup`), the
 same one the lab's tests use.
 """
 
@@ -12,7 +12,7 @@ import base64
 import pytest
 from pulumi_harness import StackRun
 
-from skyrack import userdata_check
+import userdata_check
 
 
 @pytest.fixture(scope="module")

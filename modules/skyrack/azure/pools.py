@@ -22,7 +22,7 @@ from .vm import ADMIN_USER, DEBIAN_12, custom_data, linux_configuration
 
 def ip_configurations(pool: PoolPlan, subnet_id: pulumi.Input[str]) -> list[dict[str, object]]:
     node = {"name": "node", "primary": True, "subnet": {"id": subnet_id}}
-    pods = [{"name": f"pod-{i:03d}", "primary": False, "subnet": {"id": subnet_id}} for i in range(pool.pods_per_node)]
+    pods = [{"name": f"pod-{i:03d}", "primary": False, "subnet": {"id": subnet_id}} for i in range(pool.max_pods)]
     return [node, *pods]
 
 

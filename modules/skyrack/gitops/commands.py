@@ -18,7 +18,7 @@ from ..cliutil import ENVS_HELP, dump_json, env_files, env_path, fail, failure, 
 from ..errors import InputError
 from ..plan import make
 from ..policies.check import RULES, run
-from . import render
+from . import report_formats
 from .git import Repo
 from .model import Report
 from .review import Side, review
@@ -58,7 +58,7 @@ def diff(
         if unknown:
             raise typer.BadParameter(f"no environment {', '.join(unknown)} at either revision "
                                      f"(known: {', '.join(sorted(known)) or 'none'})", param_hint="--env")
-    writers = {Format.text: lambda r: render.text(r, verbose), Format.markdown: render.markdown,
+    writers = {Format.text: lambda r: report_formats.text(r, verbose), Format.markdown: report_formats.markdown,
                Format.json: report_json}
     by_suffix = {".json": Format.json, ".md": Format.markdown, ".txt": Format.text}
     for path in save or []:

@@ -189,11 +189,15 @@ def racks(plan: Any, where: Where) -> Facts:
     """The playbook and roles (digests) and, per rack, the files the join renders for any of its nodes.
 
     The files are rendered with the rack's variables and placeholders for the per-node ones
-    (address, pod range: plan facts), from one node's variables (`join.render.node_vars`)
+    (address, pod range: plan facts), from one node's variables (`join.node_files.node_vars`)
     with each rack's swapped in: the roles' defaults are read once, not per rack.
     """
     from .. import inventory
-    from ..join import render as join_render
+
+    try:
+        from ..join import node_files as join_render
+    except ImportError:  # a revision from before the module's rename
+        from ..join import render as join_render  # type: ignore[no-redef]
 
     if not plan.nodes:
         return {}

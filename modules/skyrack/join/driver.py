@@ -32,9 +32,9 @@ from ..errors import InputError, Problem
 from ..term import safe
 from . import outputs as outmod
 from . import records
+from .node_files import ANSIBLE_DIR, TEMPLATES
 from .progress import Progress, message
 from .records import HostResult, RackRun
-from .render import ANSIBLE_DIR, TEMPLATES
 
 PLAYBOOK = "join.yml"
 REPORT_TASK = "Skyrack report"

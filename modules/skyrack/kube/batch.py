@@ -73,20 +73,20 @@ def team_quota(team: config.Team, layer: config.TeamLayer) -> dict[str, str]:
 
 
 def team_objects(team: config.Team, layer: config.TeamLayer) -> list[o.Manifest]:
-    team_label = {lb.keys().team_label: team.name}
+    team_label = {planmod.TEAM_LABEL: team.name}
     return [o.obj("v1", "Namespace", team.name, labels=team_label),
             o.obj("v1", "ResourceQuota", "team-quota", team.name, labels=team_label,
                   spec={"hard": team_quota(team, layer)})]
 
 
 def balloon(team: str, b: config.Balloon, pause_image: str) -> o.Manifest:
-    labels = {"app.kubernetes.io/name": "balloon", lb.keys().team_label: team}
+    labels = {"app.kubernetes.io/name": "balloon", planmod.TEAM_LABEL: team}
     requests = {"cpu": b.cpu, "memory": b.memory}
     limits: dict[str, str] = {}
     if b.gpus:
         requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(b.gpus)  # extended resources: limit == request
     pod = {"priorityClassName": BALLOON_PRIORITY, "terminationGracePeriodSeconds": 0,
-           "nodeSelector": {lb.keys().team_label: team},
+           "nodeSelector": {planmod.TEAM_LABEL: team},
            "tolerations": lb.team_gpu_tolerations(team),
            "containers": [o.container("pause", pause_image, requests=requests, limits=limits or None,
                                       securityContext={"allowPrivilegeEscalation": False,

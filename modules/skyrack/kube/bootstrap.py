@@ -26,7 +26,6 @@ TOKEN_RE = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
 TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"  # noqa: S105 - a group name
 NODES_GROUP = "system:nodes"
 KUBE_SYSTEM, KUBE_PUBLIC = "kube-system", "kube-public"
-DNS_SERVICE_INDEX = 10
 
 
 def split_token(token: str) -> tuple[str, str]:
@@ -87,9 +86,9 @@ def kubelet_configuration(p: planmod.Plan) -> dict[str, Any]:
                                "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
             "authorization": {"mode": "Webhook"},
             "cgroupDriver": "systemd",
-            "clusterDNS": [o.service_ip(k.service_cidr, DNS_SERVICE_INDEX)],
+            "clusterDNS": [p.dns_service_ip],
             "clusterDomain": k.cluster_domain,
-            "maxPods": k.pods_per_node,
+            "maxPods": p.max_pods,
             "rotateCertificates": True,
             "serializeImagePulls": False,  # published practice: pull images in parallel
             "staticPodPath": "/etc/kubernetes/manifests"}
@@ -242,7 +241,7 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
         o.obj("policy/v1", "PodDisruptionBudget", "coredns", KUBE_SYSTEM, labels=labels,
               spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}}),
         o.obj("v1", "Service", "kube-dns", KUBE_SYSTEM, labels=labels,
-              spec={"clusterIP": o.service_ip(k.service_cidr, DNS_SERVICE_INDEX), "selector": labels,
+              spec={"clusterIP": p.dns_service_ip, "selector": labels,
                     "ports": [svc_port, {**svc_port, "name": "dns-tcp", "protocol": "TCP"},
                               {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}),
     ]

@@ -26,7 +26,6 @@ from . import objects as o
 NAMESPACE = "kube-system"
 APISERVER_PORT = 6443
 NODE_MANAGER = "cloud-node-manager"
-POOL_LABEL = "skyrack.io/pool"  # set on every pool node by its kubelet (render.cloud_init.pool_node)
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 # cloud-provider-azure's release line follows Kubernetes' minor version; 1.31 is what dev and prod run.
 NODE_MANAGER_IMAGES = {31: "mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager:v1.31.1"}
@@ -62,7 +61,7 @@ def node_manager(p: planmod.Plan) -> list[o.Manifest]:
                     requests={"cpu": "50m", "memory": "50Mi"}, limits={"memory": "512Mi"})
     pod = {"serviceAccountName": NODE_MANAGER, "priorityClassName": "system-node-critical", "hostNetwork": True,
            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-               {"matchExpressions": [{"key": POOL_LABEL, "operator": "Exists"}]}]}}},
+               {"matchExpressions": [{"key": planmod.POOL_LABEL, "operator": "Exists"}]}]}}},
            # it must run on the node it is about to untaint
            "tolerations": [{"operator": "Exists"}], "containers": [c]}
     return [

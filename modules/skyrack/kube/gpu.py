@@ -60,9 +60,8 @@ done
 
 
 def _gpu_pod(containers: list[dict], **fields: object) -> dict:
-    k = lb.keys()
     return {"priorityClassName": "system-node-critical", "affinity": lb.gpu_node_affinity(),
-            "tolerations": [k.gpu_taint.toleration_any_value(), k.team_taint.toleration_any_value(),
+            "tolerations": [lb.GPU_TAINT.toleration_any_value(), lb.TEAM_TAINT.toleration_any_value(),
                             UNHEALTHY.toleration_any_value(), {"key": "CriticalAddonsOnly", "operator": "Exists"}],
             "containers": containers, **fields}
 
@@ -95,7 +94,7 @@ def dcgm_exporter(image: str) -> o.Manifest:
 
 
 def health_check_scripts() -> dict[str, str]:
-    count_label = lb.keys().gpu_count_label.replace(".", "\\.")
+    count_label = planmod.GPU_COUNT_LABEL.replace(".", "\\.")
     return {"probe.sh": PROBE,
             "tainter.sh": TAINTER.format(key=UNHEALTHY.key, effect=UNHEALTHY.effect, count_label=count_label)}
 

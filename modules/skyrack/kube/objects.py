@@ -7,7 +7,6 @@ is plain data from the plan.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -66,11 +65,6 @@ def binding(name: str, role_kind: str, role_name: str, subjects: list[dict[str, 
     kind = "ClusterRoleBinding" if namespace is None else "RoleBinding"
     return obj("rbac.authorization.k8s.io/v1", kind, name, namespace, subjects=subjects,
                roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name})
-
-
-def service_ip(service_cidr: ipaddress.IPv4Network, index: int) -> str:
-    """The n-th address of the service range (1 = the `kubernetes` service, 10 = cluster DNS)."""
-    return str(service_cidr.network_address + index)
 
 
 def workload(kind: str, name: str, namespace: str, pod: dict[str, Any], *, labels: dict[str, str],

@@ -155,7 +155,7 @@ def _gpu_quota(plan: Plan) -> Iterable[Violation]:
       "every node's pod range holds kubernetes.pods_per_node addresses",
       "run `skyrack plan` to re-allocate, or lower kubernetes.pods_per_node")
 def _pod_ranges(plan: Plan) -> Iterable[Violation]:
-    want = plan.env.kubernetes.pods_per_node
+    want = plan.max_pods
     small: list[str] = []
     for node in plan.nodes:
         size = 2 ** (32 - int(node.pod_cidr.rsplit("/", 1)[1]))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ..plan import Member, Plan, PoolPlan
+from ..plan import ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
 from ..scheduler import scheduler_config_yaml
 from . import render
 
@@ -210,7 +210,7 @@ def kubeadm_api(plan: Plan) -> str:
 
 def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: str) -> str:
     """User-data of a cloud-pool node: kubeadm joins it as a worker labelled with its pool."""
-    labels = {"skyrack.io/env": plan.env.name, "skyrack.io/pool": pool.name}
+    labels = {ENV_LABEL: plan.env.name, POOL_LABEL: pool.name}
     ctx = _kubeadm_context(plan, kubernetes_repo, join, mode="worker", node_label=f"a node of pool {pool.name}",
                            kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items())),
                                          # cloud-node-manager (cluster layer) sets the providerID the autoscaler needs

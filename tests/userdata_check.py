@@ -1,7 +1,7 @@
 """Check rendered `#cloud-config` user-data before it ships: cloud-init's own validator plus top-level keys.
 
 At boot an invalid config is only a warning, so every user-data skyrack renders is checked
-here (in the tests, and by `skyrack etcd lab-seed`):
+here, in the tests (it is a helper of the tests, not of the package):
 
 * `cloud-init schema --config-file` (cloud-init's validator: wrong types, unknown keys
   inside a module, missing required keys, a missing header, YAML errors). cloud-init is
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-CACHE = Path(os.environ.get("SKYRACK_CACHE", Path(__file__).resolve().parents[2] / ".cache"))
+CACHE = Path(os.environ.get("SKYRACK_CACHE", Path(__file__).resolve().parents[1] / ".cache"))
 PACKAGE = "cloud-init"
 _KEYS = """
 import json
@@ -116,7 +116,7 @@ def check_all(user_data: dict[str, str]) -> list[Result]:
     return [check(name, text) for name, text in sorted(user_data.items())]
 
 
-if __name__ == "__main__":  # `python -m skyrack.userdata_check FILE...` (and with no file: fetch cloud-init only)
+if __name__ == "__main__":  # `python -m userdata_check FILE...` (tests/ on the path) (and with no file: fetch cloud-init only)
     print(f"cloud-init: {cloud_init_root()}", file=sys.stderr)
     bad = [r for r in check_all({p: Path(p).read_text() for p in sys.argv[1:]}) if not r.ok]
     for r in bad:

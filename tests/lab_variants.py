@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import plan as planmod
+from skyrack import plan as planmod
 
 BASE_PREFIX = "198.18.0."
 
@@ -31,6 +31,6 @@ def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int 
     text = yaml.safe_dump(data, sort_keys=False).replace(BASE_PREFIX, f"198.18.{octet}.")
     dest_dir.mkdir(parents=True, exist_ok=True)
     path = dest_dir / "lab.yaml"
-    path.write_text(f"# A variant of {source} (skyrack.lab.variants): bridge {bridge}, 198.18.{octet}.0/24.\n" + text)
+    path.write_text(f"# A variant of {source} (tests/lab_variants.py): bridge {bridge}, 198.18.{octet}.0/24.\n" + text)
     planmod.write_lock(planmod.make(path, require_lock=False))
     return path

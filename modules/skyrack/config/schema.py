@@ -1,23 +1,19 @@
-"""The environment file: schema, loading and validation.
+"""The environment file's schema: every field, its type, its bounds and its own validation.
 
-`configs/<env>.yaml` is the single source of truth for one environment. This module
-turns it into a validated, immutable `Environment` or raises `InputError` listing
-*every* problem as ``file: path.to.field: what is wrong``. Nothing here imports
-Pulumi or Ansible.
+A pydantic model per section of `configs/<env>.yaml`; `Environment` is the whole file. Rules
+that span fields are `semantics`, reading the file is `yaml_file`, turning pydantic's errors
+into `file: path: message` problems is `validate`.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
 import string
 import urllib.parse
 from functools import cached_property, partial
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -26,14 +22,12 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from . import ipam, upstream
-from .errors import InputError, Problem, format_path, printable
-from .files import read_text
+from ..errors import printable
+from ..ipam import API_SERVICE_INDEX, DNS_SERVICE_INDEX, service_ip
 
 # Patterns are whole-string matches: pydantic's (Rust) `$` is the end of the text, and Python
 # code here uses re.fullmatch, so a trailing newline never passes.
@@ -258,9 +252,11 @@ class Kubernetes(Strict):
     def _service_size(cls, v: IPv4Net) -> IPv4Net:
         if v.prefixlen < 12:
             raise ValueError(f"{v} is larger than /12, the largest service range kube-apiserver accepts")
-        if v.prefixlen > 28:
+
+        if v.num_addresses <= max(API_SERVICE_INDEX, DNS_SERVICE_INDEX):
             raise ValueError(f"{v} is too small: the service range must hold the API service IP "
-                             f"({v.network_address + 1}) and the cluster DNS IP (the 10th address); use /28 or larger")
+                             f"({service_ip(v, API_SERVICE_INDEX)}) and the cluster DNS IP (the {DNS_SERVICE_INDEX}th "
+                             "address); use /28 or larger")
         return v
 
     @property
@@ -479,297 +475,6 @@ class Environment(Strict):
         return len(self.rack_nodes) + self.cloud_max_nodes
 
 
-# ----------------------------------------------------------------------------- loading
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # `<<: *anchor`: merged keys may be overridden, that is what a merge is for
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            twice = key in seen
-        except TypeError:  # a list or mapping as a key
-            raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value",
-                                                    key_node.start_mark) from None
-        if twice:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} appears twice (first on line {seen[key].start_mark.line + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_unique_mapping)
-
-
-def read_yaml(path: Path, text: str | None = None) -> Any:
-    """Parse a YAML file; problems name the file, line and column.
-
-    At most MAX_FILE_BYTES, and at most MAX_YAML_NODES once aliases are expanded (checked on the
-    node graph before anything is built, so an alias bomb costs nothing); recursive aliases and
-    nesting too deep for the parser are problems, not crashes."""
-    label = str(path)
-    if text is None:
-        text = read_text(path, MAX_FILE_BYTES)
-    elif len(text) > MAX_FILE_BYTES:
-        raise InputError([Problem(label, "", f"larger than {MAX_FILE_BYTES // 1024} KiB: not a skyrack file")])
-    loader = None
-    try:
-        loader = _UniqueKeyLoader(text)  # the reader refuses some characters already
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_expansion(label, node)
-        return loader.construct_document(node)
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise InputError([yaml_problem(label, exc)]) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def yaml_problem(label: str, exc: yaml.YAMLError | RecursionError) -> Problem:
-    """A YAML error as `file: line L, column C: invalid YAML: what`."""
-    if isinstance(exc, RecursionError):
-        return Problem(label, "", "invalid YAML: nested too deeply")
-    mark = getattr(exc, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    what = getattr(exc, "problem", None) or str(exc)
-    return Problem(label, where, f"invalid YAML: {printable(what)}")
-
-
-def _check_expansion(label: str, root: yaml.Node) -> None:
-    """Count the nodes the document expands to (aliases included) without expanding it."""
-    size: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-
-    def children(n: yaml.Node) -> list[yaml.Node]:
-        if isinstance(n, yaml.MappingNode):
-            return [x for pair in n.value for x in pair]
-        return list(n.value) if isinstance(n, yaml.SequenceNode) else []
-
-    while stack:
-        node, done = stack.pop()
-        key = id(node)
-        if done:
-            on_path.discard(key)
-            size[key] = 1 + sum(size[id(c)] for c in children(node))
-            if size[key] > MAX_YAML_NODES:
-                line = node.start_mark.line + 1
-                raise InputError([Problem(label, f"line {line}", f"expands to more than {MAX_YAML_NODES:,} YAML nodes "
-                                          "(aliases included): not an environment file")])
-            continue
-        if key in size:
-            continue
-        if key in on_path:
-            raise InputError([Problem(label, f"line {node.start_mark.line + 1}", "invalid YAML: a recursive alias")])
-        on_path.add(key)
-        stack.append((node, True))
-        stack.extend((c, False) for c in children(node) if id(c) not in size)
-
-
-def _known_keys(loc: tuple) -> list[str]:
-    """The keys allowed at a location, for 'did you mean' hints on typos."""
-    model: Any = Environment
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
-        if field is None:
-            return []
-        ann = field.annotation
-        for cand in (ann, *getattr(ann, "__args__", ())):
-            inner = getattr(cand, "__args__", (cand,))
-            for c in (cand, *inner):
-                if isinstance(c, type) and issubclass(c, BaseModel):
-                    model = c
-                    break
-            else:
-                continue
-            break
-        else:
-            return []
-    return list(model.model_fields) if hasattr(model, "model_fields") else []
-
-
-def _pydantic_problems(label: str, exc: ValidationError) -> list[Problem]:
-    problems = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        path = format_path(loc)
-        if err["type"] == "extra_forbidden":
-            hint = difflib.get_close_matches(str(loc[-1]), _known_keys(loc), n=1)
-            msg = "unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else "")
-        elif err["type"] == "missing":
-            msg = "required but missing"
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
-                got = repr(err["input"])
-                msg += f" (got {got if len(got) <= 80 else got[:77] + '...'})"
-        problems.append(Problem(label, path, msg))
-    return problems
-
-
-def load(path: str | Path, text: str | None = None) -> Environment:
-    """Load and fully validate an environment file. Raises InputError with every problem."""
-    path = Path(path)
-    label = str(path)
-    data = read_yaml(path, text)
-    if not isinstance(data, dict):
-        raise InputError([Problem(label, "", "expected a mapping of keys at the top level")])
-    try:
-        env = Environment.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(_capped(label, _pydantic_problems(label, exc))) from None
-    except RecursionError:
-        raise InputError([Problem(label, "", "nested too deeply")]) from None
-    problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.name)]
-    if problems:
-        raise InputError(_capped(label, problems))
-    return env
-
-
-def _capped(label: str, problems: list[Problem]) -> list[Problem]:
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    return [*problems[:MAX_PROBLEMS], Problem(label, "", f"{len(problems) - MAX_PROBLEMS} more problems not shown")]
-
-
-def file_name_problem(env_name: str, file_name: str) -> str | None:
-    """An environment file is named exactly `<name>.yaml`: its lock file and its stacks are named after it."""
-    stem, suffix = (file_name[:-5], ".yaml") if file_name.endswith(".yaml") else (Path(file_name).stem, "")
-    if stem != env_name:
-        return (f"{env_name!r} does not match the file name {printable(stem)!r} (the stack and the lock file are named "
-                f"after the environment: name the file {env_name}.yaml)")
-    if not suffix:
-        return f"an environment file is named {env_name}.yaml, not {printable(file_name)!r}"
-    return None
-
-
-# ----------------------------------------------------------------------------- semantics
-
-
-def semantic_problems(env: Environment, file_name: str | None = None) -> list[tuple[str, str]]:
-    """Rules that span fields. Returns (path, message) pairs, all of them, in file order.
-
-    `file_name`: the file's name (`dev.yaml`), which must be `<name>.yaml`."""
-    out: list[tuple[str, str]] = []
-    if file_name is not None:
-        problem = file_name_problem(env.name, file_name)
-        if problem:
-            out.append(("name", problem))
-
-    nets = [("azure.vnet_cidr", env.azure.vnet_cidr), ("kubernetes.service_cidr", env.kubernetes.service_cidr),
-            ("kubernetes.pod_cidr", env.kubernetes.pod_cidr)]
-    nets += [(f"onprem.cidrs[{i}]", c) for i, c in enumerate(env.onprem.cidrs)]
-    for i, (pa, a) in enumerate(nets):
-        for pb, b in nets[:i]:
-            if a.overlaps(b):
-                out.append((pa, f"{a} overlaps {pb} ({b})"))
-
-    teams = {}
-    for i, team in enumerate(env.teams):
-        if team.name in teams:
-            out.append((f"teams[{i}].name", f"team {team.name!r} is already defined at teams[{teams[team.name]}]"))
-        teams.setdefault(team.name, i)
-    _dupes(out, "cloud_pools", [p.name for p in env.cloud_pools], "pool")
-    _dupes(out, "racks", [r.name for r in env.racks], "rack")
-
-    for ri, rack in enumerate(env.racks):
-        if rack.team is not None and rack.team not in teams:
-            known = ", ".join(teams) or "none are defined"
-            out.append((f"racks[{ri}].team", f"unknown team {rack.team!r} (teams: {known})"))
-        if rack.node_range is not None:
-            last = int(rack.node_range.first_ip) + rack.node_range.count - 1
-            if last > int(ipaddress.IPv4Address("255.255.255.255")):
-                out.append((f"racks[{ri}].node_range.count", "the range runs past 255.255.255.255"))
-                return out
-    total = sum(len(r.nodes) + (r.node_range.count if r.node_range else 0) for r in env.racks)
-    if total > MAX_NODES:
-        out.append(("racks", f"{total:,} on-prem nodes: more than the {MAX_NODES:,} one environment may have"))
-        return out  # not expanded: the checks below would cost as much as the nodes
-
-    names: dict[str, str] = {}
-    ips: dict[IPv4Addr, str] = {}
-    label_re = re.compile(DNS_LABEL)  # fullmatch: a trailing newline is not a label
-    onprem = env.onprem.cidrs
-    for _rack, node, where in env.rack_nodes:
-        if node.name in names:
-            out.append((f"{where}.name", f"{node.name} is already used by {names[node.name]}"))
-        else:
-            names[node.name] = where
-        if not label_re.fullmatch(node.name):
-            out.append((f"{where}.name", f"{printable(node.name)!r} is not a DNS-1123 label"))
-        if node.ip in ips:
-            out.append((f"{where}.ip", f"{node.ip} is already used by {ips[node.ip]}"))
-        else:
-            ips[node.ip] = where
-        if not any(node.ip in c for c in onprem):
-            out.append((f"{where}.ip", f"{node.ip} is outside onprem.cidrs ({', '.join(map(str, onprem))})"))
-        elif any(node.ip in (c.network_address, c.broadcast_address) for c in onprem if node.ip in c):
-            out.append((f"{where}.ip", f"{node.ip} is the network or broadcast address of its on-prem CIDR"))
-
-    need = env.node_count
-    have = ipam.block_capacity(env.kubernetes.pod_cidr, env.kubernetes.pods_per_node)
-    if need > have:
-        block = ipam.block_prefix(env.kubernetes.pods_per_node)
-        out.append(("kubernetes.pod_cidr",
-                    f"{env.kubernetes.pod_cidr} holds {have} /{block} node ranges but {need} nodes need one "
-                    f"({len(env.rack_nodes)} on-prem + {env.cloud_max_nodes} cloud pool maximum)"))
-    vnet_problem = ipam.vnet_problem(env.azure.vnet_cidr)
-    if vnet_problem:
-        out.append(("azure.vnet_cidr", vnet_problem))
-    if env.lab is not None:
-        out.extend(_lab_problems(env))
-    out.extend(_cluster_problems(env))
-    return out
-
-
-def _dupes(out: list[tuple[str, str]], field: str, names: list[str], what: str) -> None:
-    first: dict[str, int] = {}
-    for i, name in enumerate(names):
-        if name in first:
-            out.append((f"{field}[{i}].name", f"{what} {name!r} is already defined at {field}[{first[name]}]"))
-        first.setdefault(name, i)
-
-
-def _lab_problems(env: Environment) -> list[tuple[str, str]]:
-    assert env.lab is not None
-    subnet = env.lab.subnet
-    out = []
-    if not env.azure.vnet_cidr.subnet_of(subnet):
-        out.append(("azure.vnet_cidr", f"in a lab the control plane must live on the lab subnet {subnet}"))
-    for i, c in enumerate(env.onprem.cidrs):
-        if not c.subnet_of(subnet):
-            out.append((f"onprem.cidrs[{i}]", f"in a lab the racks must live on the lab subnet {subnet}"))
-    if env.cloud_pools:
-        out.append(("cloud_pools", "a lab has no cloud pools (there is no Azure to scale)"))
-    build = upstream.KUBERNETES_BUILDS.get(env.kubernetes.version)
-    if build is None:
-        out.append(("kubernetes.version", f"{env.kubernetes.version} is not a version the lab builds from source "
-                                          f"(known to build: {upstream.known_versions()})"))
-    elif env.mirrors.kubernetes is not None:  # the lab builds and serves these images itself
-        built = build.images()
-        for fld, image in (("scheduler_plugins", built["scheduler"]), ("coredns", built["coredns"]),
-                           ("pause", built["pause"])):
-            if getattr(env.cluster.versions, fld) != image:
-                out.append((f"cluster.versions.{fld}", f"the lab builds {image} for Kubernetes "
-                                                       f"{env.kubernetes.version}; set that"))
-    for _rack, node, where in env.rack_nodes:
-        if node.ip == env.lab.host_ip:
-            out.append((f"{where}.ip", f"{node.ip} is the lab host's own address on the bridge"))
-    return out
-
-
 # ----------------------------------------------------------------------------- the cluster layer
 # Read by skyrack.kube (pulumi-kubernetes): what the batch cluster on top of the control plane
 # looks like. Every field has a default, so an environment file without `cluster:` is valid.
@@ -835,9 +540,3 @@ class ClusterLayer(Strict):
     prometheus_retention_days: Annotated[StrictInt, Field(ge=1, le=365)] = 15
     gang_permit_wait_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 60  # a gang's pods wait this long for the rest
     versions: Versions = Versions()
-
-
-def _cluster_problems(env: Environment) -> list[tuple[str, str]]:
-    known = [t.name for t in env.teams]
-    return [(f"cluster.teams.{name}", f"unknown team {name!r} (teams: {', '.join(known) or 'none are defined'})")
-            for name in env.cluster.teams if name not in known]

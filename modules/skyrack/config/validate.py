@@ -1,0 +1,87 @@
+"""Loading an environment file: its YAML validated against the schema and the cross-field rules.
+
+`load` raises `InputError` listing *every* problem as ``file: path.to.field: what is wrong``
+(pydantic's errors translated, with 'did you mean' hints for unknown keys), at most
+MAX_PROBLEMS of them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import InputError, Problem, format_path
+from .schema import MAX_PROBLEMS, Environment
+from .semantics import semantic_problems
+from .yaml_file import read_yaml
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys allowed at a location, for 'did you mean' hints on typos."""
+    model: Any = Environment
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        ann = field.annotation
+        for cand in (ann, *getattr(ann, "__args__", ())):
+            inner = getattr(cand, "__args__", (cand,))
+            for c in (cand, *inner):
+                if isinstance(c, type) and issubclass(c, BaseModel):
+                    model = c
+                    break
+            else:
+                continue
+            break
+        else:
+            return []
+    return list(model.model_fields) if hasattr(model, "model_fields") else []
+
+
+def _pydantic_problems(label: str, exc: ValidationError) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        path = format_path(loc)
+        if err["type"] == "extra_forbidden":
+            hint = difflib.get_close_matches(str(loc[-1]), _known_keys(loc), n=1)
+            msg = "unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else "")
+        elif err["type"] == "missing":
+            msg = "required but missing"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
+                got = repr(err["input"])
+                msg += f" (got {got if len(got) <= 80 else got[:77] + '...'})"
+        problems.append(Problem(label, path, msg))
+    return problems
+
+
+def load(path: str | Path, text: str | None = None) -> Environment:
+    """Load and fully validate an environment file. Raises InputError with every problem."""
+    path = Path(path)
+    label = str(path)
+    data = read_yaml(path, text)
+    if not isinstance(data, dict):
+        raise InputError([Problem(label, "", "expected a mapping of keys at the top level")])
+    try:
+        env = Environment.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(_capped(label, _pydantic_problems(label, exc))) from None
+    except RecursionError:
+        raise InputError([Problem(label, "", "nested too deeply")]) from None
+    problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.name)]
+    if problems:
+        raise InputError(_capped(label, problems))
+    return env
+
+
+def _capped(label: str, problems: list[Problem]) -> list[Problem]:
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    return [*problems[:MAX_PROBLEMS], Problem(label, "", f"{len(problems) - MAX_PROBLEMS} more problems not shown")]
