@@ -103,6 +103,20 @@ def test_validate_plan_and_inventory_run_from_the_installed_package(venv, tmp_pa
     assert json.loads(inv.stdout)["rack_r01"]["hosts"] == ["r01-n01", "r01-n02", "r01-n03"]
 
 
+def test_the_installed_package_finds_its_tools_outside_the_checkout(venv, tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "azurite-blob"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    env_path = f"{tools}{os.pathsep}{os.environ['PATH']}"
+    code = "from skyrack import azurite, userdata_check; print(azurite.BIN, userdata_check.CACHE, sep='\\n')"
+    proc = subprocess.run([str(venv / "bin/python"), "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": env_path, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == [str(fake), str(tmp_path / "cache/skyrack")]
+
+
 # ----------------------------------------------------------------------------- the join, against a lab
 
 
