@@ -25,7 +25,9 @@ from pathlib import Path
 
 import yaml
 
-CACHE = Path(os.environ.get("SKYRACK_CACHE", Path(__file__).resolve().parents[1] / ".cache"))
+from skyrack import resources
+
+CACHE = resources.cache_dir()
 PACKAGE = "cloud-init"
 _KEYS = """
 import json

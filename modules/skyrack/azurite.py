@@ -1,6 +1,7 @@
 """Azurite, the Azure Blob Storage emulator: where etcd snapshots go in tests and in the lab.
 
-Installed by `./dev setup` into `scripts/npm-tools/` (`npm install azurite@3`). It only
+Installed by `./dev setup` into `scripts/npm-tools/` (`npm install azurite@3`); an installed
+skyrack uses `$SKYRACK_AZURITE` or the `azurite-blob` on PATH (skyrack.resources). It only
 ever listens on a loopback or lab-host address given by the caller, keeps its blobs in
 `location`, and is reached with the emulator's published development account
 (`devstoreaccount1`; its key is documented by Microsoft and is no secret).
@@ -8,14 +9,12 @@ ever listens on a loopback or lab-host address given by the caller, keeps its bl
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import daemon
+from . import daemon, resources
 
-TOOLS = Path(__file__).resolve().parents[2] / "scripts" / "npm-tools"
-BIN = Path(os.environ.get("SKYRACK_AZURITE", TOOLS / "node_modules" / ".bin" / "azurite-blob"))
+BIN = resources.azurite_bin()
 PORT = 10000
 MARKER = "azurite"  # in its command line: how a PID is known to be Azurite
 ACCOUNT = "devstoreaccount1"

@@ -24,7 +24,7 @@ CODE = ("modules", "ansible", "stacks", "Pulumi.yaml")
 def _tracked(*paths: str) -> list[str]:
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    return [p for p in out.split("\0") if p and (ROOT / p).is_file()]
+    return [p for p in out.split("\0") if p and ((ROOT / p).is_file() or (ROOT / p).is_symlink())]
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def code_repo(tmp_path: Path) -> GitRepo:
     r = GitRepo(tmp_path / "repo")
     for rel in _tracked(*CODE):
         (r.root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, r.root / rel)
+        shutil.copy2(ROOT / rel, r.root / rel, follow_symlinks=False)  # modules/skyrack/ansible -> ../../ansible
     for name in ("dev", "lab"):
         r.copy(name)
     shutil.copy(ROOT / "configs/Pulumi.dev.yaml", r.configs / "Pulumi.dev.yaml")

@@ -130,9 +130,9 @@ def clone(tmp_path: Path) -> GitRepo:
     r = GitRepo(tmp_path / "clone")
     listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
-    for rel in (p for p in listing.split("\0") if p and (ROOT / p).is_file()):
+    for rel in (p for p in listing.split("\0") if p and ((ROOT / p).is_file() or (ROOT / p).is_symlink())):
         (r.root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, r.root / rel)
+        shutil.copy2(ROOT / rel, r.root / rel, follow_symlinks=False)  # modules/skyrack/ansible -> ../../ansible
     r.commit("main")
     linked = (".venv", ".cache", "scripts/npm-tools/node_modules")
     import userdata_check

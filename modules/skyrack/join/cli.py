@@ -22,12 +22,17 @@ def join(
                                                       "--show-secrets` (without: the join step is skipped).")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again only the hosts that failed or were "
                                                                       "unreachable in each rack's last run.")] = False,
+    tags: Annotated[str | None, typer.Option(help="Only these roles (comma-separated; a role's tag is its name, "
+                                                  "e.g. kubelet,kubeadm_join).")] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run records are kept.")] = Path("runs"),
+    keep_runs: Annotated[int, typer.Option(min=1, help="Run records kept per rack; older ones are removed "
+                                                       "after each run, oldest first.")] = driver.JoinOptions.keep_runs,
     as_json: JsonOpt = False,
 ) -> None:
     """Prepare and join a rack's workers with Ansible, rack by rack; exit 1 if any host failed."""
     opts = driver.JoinOptions(rack=rack, limit=[h.strip() for h in limit.split(",") if h.strip()] if limit else None,
-                              check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir)
+                              check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir,
+                              tags=[t.strip() for t in tags.split(",") if t.strip()] if tags else None, keep_runs=keep_runs)
 
     def said(run: driver.RackRun) -> None:
         err.print(f"rack {safe(run.rack)}: {len(run.hosts)} host(s) in {run.seconds} s, "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
+import yaml
 from rich.console import Console
 
 from .. import files, inventory
@@ -49,8 +50,23 @@ class JoinOptions:
     outputs: Path | None = None
     retry_failed: bool = False
     runs_dir: Path = Path("runs")
+    tags: list[str] | None = None  # only the roles with these tags (role_tags())
+    keep_runs: int = 20  # run records kept per rack, the oldest removed first
     settings: str = "project"  # "defaults": Ansible's own defaults (for the benchmark)
     extravars: dict[str, Any] = field(default_factory=dict)
+
+
+def role_tags() -> list[str]:
+    """The join playbook's role tags, in its order (each role is tagged with its name)."""
+    plays = yaml.safe_load((ANSIBLE_DIR / "playbooks" / PLAYBOOK).read_text())
+    return [t for play in plays for role in play.get("roles", []) for t in role.get("tags", [])]
+
+
+def check_tags(tags: list[str] | None) -> None:
+    unknown = [t for t in tags or [] if t not in role_tags()]
+    if unknown:
+        raise InputError([Problem("--tags", "", f"no role is tagged {', '.join(map(repr, unknown))} "
+                                                f"(the roles' tags: {', '.join(role_tags())})")])
 
 
 def select(p: planmod.Plan, opts: JoinOptions) -> list[tuple[str, list[str]]]:
@@ -156,12 +172,14 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
     envvars = ansible_env(opts, run_dir, p.env.name)
     extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
     started = time.time()
-    result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started)
+    result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
+                     tags=list(opts.tags or []))
     with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress, records.private_files():
         collector = Collector(progress)
         r = ansible_runner.run(
             private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
-            inventory=str(inv), limit=",".join(hosts), extravars=extravars, envvars=envvars,
+            inventory=str(inv), limit=",".join(hosts), tags=",".join(opts.tags) if opts.tags else None,
+            extravars=extravars, envvars=envvars,
             cmdline=" ".join([*secret_args, *(["--check"] if opts.check else [])]) or None,
             event_handler=collector, quiet=True, ident="ansible",
             # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
@@ -187,6 +205,10 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                 else f"ansible-playbook failed before any host ran: {tail(run_dir)}")
         result.hosts.append(hr)
     records.save(result)
+    try:
+        records.prune(opts.runs_dir, p.env.name, rack, opts.keep_runs, run_dir)
+    except OSError as exc:  # the run itself is recorded: an old record that stays is no failure of it
+        console.print(f"[yellow]old run records of rack {safe(rack)} not removed: {safe(exc)}[/yellow]")
     return result
 
 
@@ -211,6 +233,7 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
         public, secrets = outmod.split_secrets(data)
     for what, where in (("--runs-dir", opts.runs_dir), ("the templates", TEMPLATES), ("ansible/", ANSIBLE_DIR)):
         inventory.check_path(where, what)
+    check_tags(opts.tags)
     selected = select(p, opts)
     lab_vars(p)  # fail early if a lab is not up
     runs: list[RackRun] = []

@@ -9,18 +9,17 @@ cluster layer checks the JoinConfiguration against what its control plane expect
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
 
-from .. import inventory
+from .. import inventory, resources
 from ..errors import InputError, Problem
 from ..plan import Plan
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-ANSIBLE_DIR = Path(__file__).resolve().parents[3] / "ansible"
+TEMPLATES = resources.TEMPLATES
+ANSIBLE_DIR = resources.ANSIBLE
 
 
 @cache

@@ -2,7 +2,8 @@
 
 `runs/<UTC time>-<env>-<rack>/summary.json` says, per host, the counts, the result and
 the first error, and per host what was skipped and why. `--retry-failed` reads the
-newest record of each rack to know which hosts to run again.
+newest record of each rack to know which hosts to run again. After each run the rack's
+oldest records beyond `--keep-runs` are removed (never the run just made).
 
 Records are private: `runs/` and every run directory are 0700, every file skyrack writes
 there is 0600, and ansible-runner writes its artifacts under a 0077 umask.
@@ -13,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -52,6 +55,7 @@ class RackRun:
     seconds: float = 0.0
     rc: int = 0
     status: str = ""  # ansible-runner's: successful | failed | timeout | canceled
+    tags: list[str] = field(default_factory=list)  # --tags: only these roles ran (empty: every role)
     hosts: list[HostResult] = field(default_factory=list)
 
     @property
@@ -95,14 +99,43 @@ def save(run: RackRun) -> None:
     write_private(Path(run.record) / "summary.json", json.dumps(run.to_dict(), indent=2) + "\n")
 
 
+def _summary(d: Path) -> dict | None:
+    try:
+        return json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def rack_records(runs: Path, env: str, rack: str) -> list[Path]:
+    """The record directories of this rack's runs (new_dir's names; a summary must agree), oldest first."""
+    if not runs.is_dir():
+        return []
+    name = re.compile(rf"(\d{{8}}T\d{{6}})-{re.escape(env)}-{re.escape(rack)}(?:\.(\d+))?")
+    found = []
+    for d in runs.iterdir():
+        m = name.fullmatch(d.name)
+        if m is None or d.is_symlink() or not d.is_dir():
+            continue
+        data = _summary(d)
+        if data is not None and (data.get("env"), data.get("rack")) != (env, rack):
+            continue  # another environment's rack whose names join to the same text
+        found.append((m.group(1), int(m.group(2) or 1), d))
+    return [d for *_, d in sorted(found)]
+
+
+def prune(runs: Path, env: str, rack: str, keep: int, current: Path) -> list[Path]:
+    """Remove this rack's oldest records so that `keep` remain, `current` always among them."""
+    older = [d for d in rack_records(runs, env, rack) if d != current]
+    gone = older[:max(0, len(older) - max(keep - 1, 0))]
+    for d in gone:
+        shutil.rmtree(d)
+    return gone
+
+
 def latest(runs: Path, env: str, rack: str) -> dict | None:
     """The newest summary of a (non-check) run of this rack, or None."""
-    if not runs.is_dir():
-        return None
-    for d in sorted(runs.glob(f"*-{env}-{rack}*"), key=lambda p: p.name, reverse=True):
-        summary = d / "summary.json"
-        if summary.exists():
-            data = json.loads(summary.read_text())
-            if data.get("env") == env and data.get("rack") == rack and not data.get("check"):
-                return data
+    for d in reversed(rack_records(runs, env, rack)):
+        data = _summary(d)
+        if data is not None and not data.get("check"):
+            return data
     return None
