@@ -13,8 +13,8 @@ cached per recipe under /var/cache/skyrack/build/):
   the Python SDK's own release.
 * **pulumi-resource-kubernetes**: a writable copy of the provider module; its embedded schema is
   generated (upstream's `generate.go`, with `VERSION`) before the build, since the module zip does
-  not carry it. It builds against the same pkg/sdk release as the CLI, so the two share compiled
-  packages.
+  not carry it. It builds against the pkg/sdk releases of its own go.mod: its code does not
+  compile against the CLI's newer pkg/v3.
 
 `Engine.env()` is how every caller runs it offline: plugins from this directory only (no plugin
 download, no update check), see skyrack.engine.
@@ -157,10 +157,12 @@ def kubernetes_provider(b: PulumiBuild, say: Say) -> Path:
             info = _download(f"{K8S_PROVIDER}@{b.kubernetes_provider}", entry, log)
             src = out / "src"
             _writable_copy(info["Dir"], src)
-            go.run(["mod", "edit", f"-replace={K8S_SDK}={K8S_SDK}@v{b.kubernetes}", f"-require={PKG}@{b.tag}",
-                    f"-require={SDK}@{b.tag}"], src, entry, log, "pointing the provider at its SDK and the CLI's release")
+            # its own pkg/sdk releases (go.mod): its code does not compile against the CLI's (PackageSpec.Provider
+            # became a pointer), and sdk/v3 cannot be newer than the pkg/v3 it is built with
+            go.run(["mod", "edit", f"-replace={K8S_SDK}={K8S_SDK}@v{b.kubernetes}"], src, entry, log,
+                   "pointing the provider at its SDK release")
             cmd = src / "cmd/pulumi-resource-kubernetes"
-            # upstream's `go generate` step, built like the CLI (-trimpath, its tags: compiled packages shared)
+            # upstream's `go generate` step, built with the provider's flags (its compiled packages are shared)
             go.build(["-mod=mod", "-trimpath", "-tags", TAGS, "-o", str(out / "generate"), "generate.go"], cmd, entry,
                      log, say)
             _generate(out / "generate", cmd, b.kubernetes, entry, log)
