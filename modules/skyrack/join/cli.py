@@ -9,7 +9,7 @@ import typer
 
 from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
 from ..term import safe
-from . import driver
+from . import driver, fleet
 from .progress import error_lines, skipped_table, summary_table
 
 
@@ -23,26 +23,34 @@ def join(
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again only the hosts that failed or were "
                                                                       "unreachable in each rack's last run.")] = False,
     runs_dir: Annotated[Path, typer.Option(help="Where run records are kept.")] = Path("runs"),
+    parallel: Annotated[int, typer.Option(min=1, help="Racks at once, after a first (canary) rack alone.")] = 1,
+    canary: Annotated[bool, typer.Option("--canary/--no-canary",
+                                         help="Run the first rack alone first; its failure starts no other.")] = True,
+    joins_per_minute: Annotated[int, typer.Option(
+        min=1, help="Bound on kubeadm joins per minute the control plane is given (racks start no faster).")
+    ] = fleet.DEFAULT_JOINS_PER_MINUTE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Prepare and join a rack's workers with Ansible, rack by rack; exit 1 if any host failed."""
+    """Prepare and join racks' workers with Ansible (a canary rack, then --parallel at once); exit 1 if any host failed."""
     opts = driver.JoinOptions(rack=rack, limit=[h.strip() for h in limit.split(",") if h.strip()] if limit else None,
-                              check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir)
+                              check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir,
+                              parallel=parallel, canary=canary, joins_per_minute=joins_per_minute)
 
     def said(run: driver.RackRun) -> None:
         err.print(f"rack {safe(run.rack)}: {len(run.hosts)} host(s) in {run.seconds} s, "
                   f"{len(run.failed_hosts)} failed; record {safe(run.record)}")
 
-    runs = guarded(lambda: driver.join(path, opts, err, on_rack=said), as_json)
+    result = guarded(lambda: driver.join_fleet(path, opts, err, on_rack=said), as_json)
+    runs = result.runs
     if not runs:
         what = "no failed hosts to retry" if retry_failed else "no hosts selected"
         err.print(f"{what}: nothing to do")
         if as_json:
-            print(driver.summary_json(runs))
+            print(driver.summary_json(result, parallel))
         return
-    bad = any(r.failed_hosts or r.rc != 0 for r in runs)
+    bad = any(fleet.failed(r) for r in runs)
     if as_json:
-        print(driver.summary_json(runs))
+        print(driver.summary_json(result, parallel))
     else:
         out.print(summary_table(runs))
         skipped = skipped_table([h for r in runs for h in r.hosts])
@@ -51,6 +59,9 @@ def join(
         for line in error_lines(runs):
             out.print(f"[red]{line}[/red]", markup=True)
         failed = [h for r in runs for h in r.failed_hosts]
+        if result.not_started:
+            out.print(f"[red]not started after rack {safe(result.stopped_by)} failed: "
+                      f"{safe(', '.join(result.not_started))}[/red]")
         if failed:
             out.print(f"[red]failed: {safe(', '.join(failed))}[/red]; after fixing, run again with --retry-failed")
         elif check:

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,9 +31,9 @@ from .. import outputs as contract
 from .. import plan as planmod
 from ..errors import InputError, Problem
 from ..term import safe
+from . import fleet, records
 from . import outputs as outmod
-from . import records
-from .progress import Progress, message
+from .progress import Board, Progress, message
 from .records import HostResult, RackRun
 from .render import ANSIBLE_DIR, TEMPLATES
 
@@ -51,6 +52,9 @@ class JoinOptions:
     runs_dir: Path = Path("runs")
     settings: str = "project"  # "defaults": Ansible's own defaults (for the benchmark)
     extravars: dict[str, Any] = field(default_factory=dict)
+    parallel: int = 1  # racks at once after the canary rack (fleet.py)
+    canary: bool = True  # the first rack alone first
+    joins_per_minute: int = fleet.DEFAULT_JOINS_PER_MINUTE  # the control plane's bound (docs/join.md)
 
 
 def select(p: planmod.Plan, opts: JoinOptions) -> list[tuple[str, list[str]]]:
@@ -150,23 +154,26 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
 
 
 def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
-             secrets: dict[str, Any], console: Console) -> RackRun:
+             secrets: dict[str, Any], console: Console, board: Board | None = None,
+             cancel: Callable[[], bool] | None = None) -> RackRun:
     run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
     inv = write_inventory(run_dir, p, public)
     envvars = ansible_env(opts, run_dir, p.env.name)
     extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
     started = time.time()
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started)
-    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress, records.private_files():
+    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts, board) as progress, \
+            records.private_files():
         collector = Collector(progress)
         r = ansible_runner.run(
             private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
             inventory=str(inv), limit=",".join(hosts), extravars=extravars, envvars=envvars,
             cmdline=" ".join([*secret_args, *(["--check"] if opts.check else [])]) or None,
-            event_handler=collector, quiet=True, ident="ansible",
+            event_handler=collector, quiet=True, ident="ansible", cancel_callback=cancel,
             # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
             fact_cache_type="ansible.cfg")
-    result.seconds = round(time.time() - started, 1)
+    result.ended = time.time()
+    result.seconds = round(result.ended - started, 1)
     result.rc, result.status = r.rc, r.status
     stats = r.stats or {}
     for h in hosts:
@@ -199,9 +206,18 @@ def tail(run_dir: Path, lines: int = 3) -> str:
 
 def join(env_path: Path, opts: JoinOptions, console: Console,
          on_rack: Callable[[RackRun], None] | None = None) -> list[RackRun]:
-    """Run the selected racks in file order. A rack with a failed host stops the racks after it."""
+    """Run the selected racks (see `join_fleet`); the rack runs in the order they finished."""
+    return join_fleet(env_path, opts, console, on_rack).runs
+
+
+def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
+               on_rack: Callable[[RackRun], None] | None = None) -> fleet.FleetResult:
+    """Run the selected racks: the first alone (the canary), then up to `opts.parallel` at once (fleet.py).
+    A rack with a failed host stops the racks not yet started; the running ones finish."""
     if opts.settings not in SETTINGS:
         raise ValueError(f"settings must be one of {SETTINGS}")
+    if opts.parallel < 1 or opts.joins_per_minute < 1:
+        raise ValueError("parallel and joins_per_minute must be at least 1")
     opts.runs_dir = opts.runs_dir.resolve()  # ansible-runner works from ansible/playbooks: no relative paths
     p = planmod.make(env_path)
     public: dict[str, Any] | None = None
@@ -213,18 +229,27 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
         inventory.check_path(where, what)
     selected = select(p, opts)
     lab_vars(p)  # fail early if a lab is not up
-    runs: list[RackRun] = []
-    for rack, hosts in selected:
-        run = run_rack(p, rack, hosts, opts, public, secrets, console)
-        runs.append(run)
-        if on_rack:
-            on_rack(run)
-        if run.failed_hosts and rack != selected[-1][0]:
-            console.print(f"[red]rack {safe(rack)} had failures: the racks after it are not started[/red]")
-            break
-    return runs
+    # joins happen only with the control plane's outputs, and not in check mode: only then the bound applies
+    joins = opts.outputs is not None and not opts.check
+    cancel = threading.Event()
+
+    def stopped(rack: str, left: list[str]) -> None:
+        console.print(f"[red]rack {safe(rack)} had failures: racks not started: {safe(', '.join(left))}[/red]")
+
+    def one(rack: str, hosts: list[str]) -> RackRun:
+        # in the main thread (the canary) ansible-runner's own Ctrl-C handling stays; rack threads use `cancel`
+        in_thread = threading.current_thread() is not threading.main_thread()
+        return run_rack(p, rack, hosts, opts, public, secrets, console, board, cancel.is_set if in_thread else None)
+
+    with Board(console) as board, records.private_files():
+        return fleet.Fleet(
+            selected, one,
+            parallel=opts.parallel, budget=fleet.JoinBudget(opts.joins_per_minute if joins else None),
+            on_rack=on_rack, on_stop=stopped, cancel=cancel, canary=opts.canary).run()
 
 
-def summary_json(runs: list[RackRun]) -> str:
-    return json.dumps({"ok": all(not r.failed_hosts and r.rc == 0 for r in runs),
-                       "racks": [r.to_dict() for r in runs]}, indent=2)
+def summary_json(result: fleet.FleetResult, parallel: int = 1) -> str:
+    runs = result.runs
+    return json.dumps({"ok": all(not fleet.failed(r) for r in runs) and not result.not_started,
+                       "parallel": parallel, "racks": [r.to_dict() for r in runs],
+                       "not_started": result.not_started, "stopped_by": result.stopped_by}, indent=2)

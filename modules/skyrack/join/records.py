@@ -48,7 +48,8 @@ class RackRun:
     rack: str
     check: bool
     record: str  # the run directory
-    started: float
+    started: float  # Unix time
+    ended: float = 0.0
     seconds: float = 0.0
     rc: int = 0
     status: str = ""  # ansible-runner's: successful | failed | timeout | canceled
