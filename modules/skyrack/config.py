@@ -404,6 +404,19 @@ class Rack(Strict):
         return self
 
 
+class ExecutionNode(Strict):
+    name: Label  # its Receptor node ID
+    racks: Annotated[list[Label], Field(min_length=1)]
+
+
+class Execution(Strict):
+    """Where rack runs go with `skyrack join --via receptor`: the controller's Receptor control
+    socket, and which execution node (a Receptor node running `ansible-runner worker`) serves which racks."""
+
+    receptor_socket: Annotated[str, Field(pattern=r"^/[^\x00-\x1f]{1,200}$")] = "/run/receptor/receptor.sock"
+    nodes: Annotated[list[ExecutionNode], Field(min_length=1)]
+
+
 class Backups(Strict):
     container: Label = "etcd-snapshots"
     interval_minutes: Annotated[StrictInt, Field(ge=5, le=1440)] = 60
@@ -440,6 +453,7 @@ class Environment(Strict):
     teams: list[Team] = Field(default_factory=list)
     racks: list[Rack] = Field(default_factory=list)
     backups: Backups = Backups()
+    execution: Execution | None = None
     lab: Lab | None = None
     cluster: ClusterLayer = Field(default_factory=lambda: ClusterLayer())
 
@@ -683,6 +697,18 @@ def semantic_problems(env: Environment, file_name: str | None = None) -> list[tu
         teams.setdefault(team.name, i)
     _dupes(out, "cloud_pools", [p.name for p in env.cloud_pools], "pool")
     _dupes(out, "racks", [r.name for r in env.racks], "rack")
+
+    if env.execution is not None:
+        racks = [r.name for r in env.racks]
+        served: dict[str, str] = {}
+        _dupes(out, "execution.nodes", [x.name for x in env.execution.nodes], "execution node")
+        for xi, x in enumerate(env.execution.nodes):
+            for ki, r in enumerate(x.racks):
+                if r not in racks:
+                    out.append((f"execution.nodes[{xi}].racks[{ki}]", f"unknown rack {r!r} (racks: {', '.join(racks)})"))
+                elif r in served:
+                    out.append((f"execution.nodes[{xi}].racks[{ki}]", f"rack {r!r} is already served by {served[r]}"))
+                served.setdefault(r, x.name)
 
     for ri, rack in enumerate(env.racks):
         if rack.team is not None and rack.team not in teams:

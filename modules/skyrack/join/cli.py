@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,11 @@ from ..cli import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
 from ..term import safe
 from . import driver, fleet
 from .progress import error_lines, skipped_table, summary_table
+
+
+class Via(StrEnum):
+    local = "local"
+    receptor = "receptor"
 
 
 def join(
@@ -23,6 +29,8 @@ def join(
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again only the hosts that failed or were "
                                                                       "unreachable in each rack's last run.")] = False,
     runs_dir: Annotated[Path, typer.Option(help="Where run records are kept.")] = Path("runs"),
+    via: Annotated[Via, typer.Option(help="Where each rack's run executes: here, or on the execution node the "
+                                          "environment's `execution:` section names for it (Receptor).")] = Via.local,
     parallel: Annotated[int, typer.Option(min=1, help="Racks at once, after a first (canary) rack alone.")] = 1,
     canary: Annotated[bool, typer.Option("--canary/--no-canary",
                                          help="Run the first rack alone first; its failure starts no other.")] = True,
@@ -34,7 +42,7 @@ def join(
     """Prepare and join racks' workers with Ansible (a canary rack, then --parallel at once); exit 1 if any host failed."""
     opts = driver.JoinOptions(rack=rack, limit=[h.strip() for h in limit.split(",") if h.strip()] if limit else None,
                               check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir,
-                              parallel=parallel, canary=canary, joins_per_minute=joins_per_minute)
+                              parallel=parallel, canary=canary, joins_per_minute=joins_per_minute, via=via.value)
 
     def said(run: driver.RackRun) -> None:
         err.print(f"rack {safe(run.rack)}: {len(run.hosts)} host(s) in {run.seconds} s, "

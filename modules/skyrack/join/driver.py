@@ -31,7 +31,7 @@ from .. import outputs as contract
 from .. import plan as planmod
 from ..errors import InputError, Problem
 from ..term import safe
-from . import fleet, records
+from . import fleet, receptor, records
 from . import outputs as outmod
 from .progress import Board, Progress, message
 from .records import HostResult, RackRun
@@ -52,6 +52,7 @@ class JoinOptions:
     runs_dir: Path = Path("runs")
     settings: str = "project"  # "defaults": Ansible's own defaults (for the benchmark)
     extravars: dict[str, Any] = field(default_factory=dict)
+    via: str = "local"  # "receptor": each rack's run on its execution node (receptor.py)
     parallel: int = 1  # racks at once after the canary rack (fleet.py)
     canary: bool = True  # the first rack alone first
     joins_per_minute: int = fleet.DEFAULT_JOINS_PER_MINUTE  # the control plane's bound (docs/join.md)
@@ -118,13 +119,21 @@ def ansible_env(opts: JoinOptions, run_dir: Path, env_name: str) -> dict[str, st
     return {**path, "ANSIBLE_CONFIG": str(cfg)}
 
 
+def remote_env(env_name: str) -> dict[str, str]:
+    """A run on an execution node: its own ansible-playbook (on the worker's PATH), the project's ansible.cfg
+    (the working directory), a fact cache of its own."""
+    return {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": f"~/.cache/skyrack/facts/{env_name}"}
+
+
 class Collector:
-    """Per-host first error and skyrack report, from the run's events."""
+    """Per-host first error and skyrack report, from the run's events (and the closing stats)."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
         self.errors: dict[str, str] = {}
         self.reports: dict[str, list[dict[str, str]]] = {}
+        self.stats: dict[str, Any] = {}
 
     def __call__(self, ev: dict[str, Any]) -> bool:
         data = ev.get("event_data", {})
@@ -136,6 +145,8 @@ class Collector:
                 self.reports[host] = msg
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             self.errors.setdefault(host, f"{data.get('task', '')}: {message(data.get('res', {}))}")
+        elif kind == "playbook_on_stats":
+            self.stats = {k: data.get(k) or {} for k in ("ok", "changed", "skipped", "failures", "dark", "processed")}
         return self.progress.event(ev)
 
 
@@ -155,27 +166,40 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
 
 def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
              secrets: dict[str, Any], console: Console, board: Board | None = None,
-             cancel: Callable[[], bool] | None = None) -> RackRun:
+             cancel: Callable[[], bool] | None = None, route: receptor.Route | None = None) -> RackRun:
+    """One rack's run, here (ansible-runner) or, with a route, on its execution node through Receptor."""
     run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
     inv = write_inventory(run_dir, p, public)
-    envvars = ansible_env(opts, run_dir, p.env.name)
-    extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
     started = time.time()
-    result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started)
+    result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
+                     via=f"receptor:{route.node}" if route else "local")
+    lost = ""
     with secret_vars(secrets) as secret_args, Progress(console, rack, hosts, board) as progress, \
             records.private_files():
         collector = Collector(progress)
-        r = ansible_runner.run(
-            private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
-            inventory=str(inv), limit=",".join(hosts), extravars=extravars, envvars=envvars,
-            cmdline=" ".join([*secret_args, *(["--check"] if opts.check else [])]) or None,
-            event_handler=collector, quiet=True, ident="ansible", cancel_callback=cancel,
-            # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
-            fact_cache_type="ansible.cfg")
+        # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
+        common = {"limit": ",".join(hosts), "cmdline": " ".join([*secret_args, *(["--check"] if opts.check else [])])
+                  or None, "ident": "ansible", "fact_cache_type": "ansible.cfg"}
+        if route is None:
+            r = ansible_runner.run(
+                private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
+                inventory=str(inv), envvars=ansible_env(opts, run_dir, p.env.name), event_handler=collector,
+                quiet=True, cancel_callback=cancel,
+                extravars={"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}, **common)
+            result.rc, result.status, stats = r.rc, r.status, r.stats or {}
+        else:  # the project travels with the run; the worker finds ansible.cfg in it (its working directory)
+            receptor.ship_project(run_dir)
+            try:
+                result.status, rc = receptor.run(route, run_dir, {
+                    "playbook": receptor.PLAYBOOK, "envvars": remote_env(p.env.name),
+                    "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
+                    **common}, collector, cancel)
+                result.rc = rc if rc is not None else 1
+            except receptor.NodeLost as exc:
+                result.status, result.rc, lost = "failed", 1, str(exc)
+            stats = collector.stats
     result.ended = time.time()
     result.seconds = round(result.ended - started, 1)
-    result.rc, result.status = r.rc, r.status
-    stats = r.stats or {}
     for h in hosts:
         hr = HostResult(host=h, rack=rack, report=collector.reports.get(h, []))
         for name, key in (("ok", "ok"), ("changed", "changed"), ("skipped", "skipped"), ("failed", "failures"),
@@ -189,7 +213,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
             hr.result = "ok"
         hr.message = collector.errors.get(h, "")
         if hr.result == "not run":
-            hr.message = hr.message or (
+            hr.message = hr.message or lost or (
                 "the run stopped before this host finished (a batch failed: max_fail_percentage)" if stats
                 else f"ansible-playbook failed before any host ran: {tail(run_dir)}")
         result.hosts.append(hr)
@@ -229,6 +253,12 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
         inventory.check_path(where, what)
     selected = select(p, opts)
     lab_vars(p)  # fail early if a lab is not up
+    routes: dict[str, receptor.Route] = {}
+    if opts.via == "receptor":
+        if secrets:
+            raise InputError([Problem(str(opts.outputs), "bootstrap_token", "--via receptor does not carry secrets "
+                                      "yet (they would travel in the work payload): join with a local run")])
+        routes = receptor.routes(p, [r for r, _ in selected])  # every node reachable, before any rack starts
     # joins happen only with the control plane's outputs, and not in check mode: only then the bound applies
     joins = opts.outputs is not None and not opts.check
     cancel = threading.Event()
@@ -239,7 +269,8 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     def one(rack: str, hosts: list[str]) -> RackRun:
         # in the main thread (the canary) ansible-runner's own Ctrl-C handling stays; rack threads use `cancel`
         in_thread = threading.current_thread() is not threading.main_thread()
-        return run_rack(p, rack, hosts, opts, public, secrets, console, board, cancel.is_set if in_thread else None)
+        return run_rack(p, rack, hosts, opts, public, secrets, console, board, cancel.is_set if in_thread else None,
+                        routes.get(rack))
 
     with Board(console) as board, records.private_files():
         return fleet.Fleet(

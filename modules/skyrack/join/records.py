@@ -53,6 +53,7 @@ class RackRun:
     seconds: float = 0.0
     rc: int = 0
     status: str = ""  # ansible-runner's: successful | failed | timeout | canceled
+    via: str = "local"  # or "receptor:<execution node>"
     hosts: list[HostResult] = field(default_factory=list)
 
     @property
