@@ -6,6 +6,7 @@ Brought up by the real CLI at first use, taken down (and checked gone) at the en
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ class Mesh:
         self.procs[name] = subprocess.Popen([str(self.receptor), "--config", str(cfg)], stdout=log, stderr=log,
                                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not self.routed(name):
+        while time.monotonic() < deadline and not self.routed(name) and self.procs[name].poll() is None:
             time.sleep(0.2)
         assert self.routed(name), (self.dir / f"{name}.log").read_text()
 
@@ -92,13 +93,41 @@ class Mesh:
             return False
         from skyrack.join import receptor
 
-        st = receptor.status(str(self.socket))
+        try:
+            st = receptor.status(str(self.socket))
+        except (OSError, ValueError):  # not accepting yet
+            return False
         return name == st.get("NodeID") or name in (st.get("RoutingTable") or {})
 
-    def stop(self, name: str) -> None:
+    def stop(self, name: str, lost: bool = False) -> None:
+        """Stop a node; `lost`: as a machine that dies, everything on it at once (receptor and its workers)."""
+        import os
+        import signal
+
         proc = self.procs.pop(name)
-        proc.terminate()
+        if lost:
+            for pid in [*descendants(proc.pid), proc.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        else:
+            proc.terminate()
         proc.wait(timeout=30)
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -107,12 +136,14 @@ def mesh(tmp_path_factory: pytest.TempPathFactory):
 
     d = tmp_path_factory.mktemp("mesh")
     m = Mesh(d, receptor_build.binary(say=lambda _m: None), 27250, {})
-    m.start("controller")
-    for name in ("x01", "x02"):
-        m.start(name)
-    yield m
-    for name in list(m.procs):
-        m.stop(name)
+    try:
+        m.start("controller")
+        for name in ("x01", "x02"):
+            m.start(name)
+        yield m
+    finally:
+        for name in list(m.procs):
+            m.stop(name)
 
 
 def with_execution(lab: FleetLab, dest: Path, socket: Path, nodes: dict[str, list[str]]) -> Path:

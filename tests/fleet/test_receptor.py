@@ -78,7 +78,7 @@ def test_a_lost_execution_node_fails_its_rack_and_the_retry_converges(rlab, mesh
                 len(list((newest / "artifacts/ansible/job_events").glob("*.json"))) > 10:
             break
         time.sleep(0.3)
-    mesh.stop("x02")
+    mesh.stop("x02", lost=True)
     try:
         out, err = proc.communicate(timeout=300)
     finally:

@@ -195,7 +195,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                     "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
                     **common}, collector, cancel)
                 result.rc = rc if rc is not None else 1
-            except receptor.NodeLost as exc:
+            except (receptor.NodeLost, receptor.WorkFailed) as exc:  # the rack's failure, not the fleet's
                 result.status, result.rc, lost = "failed", 1, str(exc)
             stats = collector.stats
     result.ended = time.time()

@@ -16,8 +16,8 @@ rack's node, and a node that leaves the mesh ends that rack's run as failed (its
 
 from __future__ import annotations
 
-import io
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +37,10 @@ PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is
 
 class NodeLost(RuntimeError):
     """The execution node left the mesh during a run."""
+
+
+class WorkFailed(RuntimeError):
+    """The work unit ended without a run (the worker could not start or died): the reason, for the report."""
 
 
 @dataclass(frozen=True)
@@ -132,16 +136,18 @@ class Watchdog:
 def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Callable[[dict], bool],
         cancel: Callable[[], bool] | None) -> tuple[str, int | None]:
     """transmit -> work submit -> (worker on the node) -> work results -> process; (status, rc)."""
-    payload = io.BytesIO()
-    ansible_runner.run(streamer="transmit", _output=payload, private_data_dir=str(run_dir), **kwargs)
-    payload.seek(0)
     ctl = _control(route.socket)
-    try:
-        # the worker unpacks into its own directory and deletes it when the job ends
-        unit = ctl.submit_work(WORK_TYPE, payload, node=route.node,
-                               params={"params": f"worker --private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
-    finally:
-        ctl.close()
+    # a file, not memory: ansible-runner's transmit names its output (a private temporary file, gone after)
+    with tempfile.NamedTemporaryFile(prefix="skyrack-payload-") as payload:
+        ansible_runner.run(streamer="transmit", _output=payload, private_data_dir=str(run_dir), **kwargs)
+        payload.flush()
+        payload.seek(0)
+        try:
+            # the worker unpacks into its own directory and deletes it when the job ends
+            unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node,
+                                   params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
+        finally:
+            ctl.close()
     unit_id = unit["unitid"]
     results = _control(route.socket)
     sockfile = results.get_work_results(unit_id, return_sockfile=True)
@@ -152,21 +158,52 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
         except OSError:
             pass
 
+    explained: list[str] = []
+
+    def on_status(data: dict, runner_config: object = None) -> None:
+        if data.get("job_explanation"):
+            explained.append(str(data["job_explanation"]))
+
     try:
         with Watchdog(route, lost, cancel) as dog:
             try:
                 r = ansible_runner.run(streamer="process", _input=sockfile, private_data_dir=str(run_dir),
-                                       event_handler=event_handler, quiet=True, ident=kwargs.get("ident"))
-                outcome: tuple[str, int | None] = (r.status, r.rc)
+                                       event_handler=event_handler, status_handler=on_status, quiet=True,
+                                       ident=kwargs.get("ident"))
+                outcome: tuple[str, int | None] = (r.status, r.rc if r.rc is not None else _rc(r.artifact_dir))
             except (OSError, ValueError):  # the stream was closed under it
                 outcome = ("error", None)
         if dog.lost:
             raise NodeLost(f"execution node {route.node} left the Receptor mesh during the run")
         if dog.cancelled:
             return "canceled", None
+        if outcome[0] == "error":
+            detail = work_detail(route.socket, unit_id)
+            raise WorkFailed(f"the work unit on {route.node} failed: {'; '.join(explained) or 'no explanation'}"
+                             + (f" ({detail})" if detail else ""))
         return outcome
     finally:
         _release(route.socket, unit_id)
+
+
+def _rc(artifact_dir: str) -> int | None:
+    """ansible-playbook's exit code, from the artifacts the worker sent back (process() does not set it)."""
+    try:
+        return int((Path(artifact_dir) / "rc").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def work_detail(socket: str, unit_id: str) -> str:
+    """Receptor's own word on a work unit (the worker's exit and stderr, as `work status` reports it)."""
+    ctl = _control(socket)
+    try:
+        st = ctl.simple_command(f"work status {unit_id}")
+        return " ".join(str(st.get("Detail", "")).split())[:300]
+    except (OSError, RuntimeError, ValueError):
+        return ""
+    finally:
+        ctl.close()
 
 
 def _release(socket: str, unit_id: str) -> None:
