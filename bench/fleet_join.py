@@ -15,12 +15,14 @@ controller CPU / task results = the controller's CPU per host per task.
 
     sudo .venv/bin/python bench/fleet_join.py [--rack-nodes 2] [--repeat 2] [--json]
 
-Mitogen is reported as not measured when it does not support this ansible-core (see docs/join.md).
+Mitogen (PyPI, its `mitogen_linear` strategy) is measured on the serial local case, installed once into
+the tools cache outside the project's environment (`--no-mitogen` leaves it out).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -75,16 +78,35 @@ def case(env: Path, runs: Path, via: str, parallel: int, mesh=None) -> dict:
             "changed": sum(h.changed for h in hosts), "ok": all(not r.failed_hosts for r in result.runs)}
 
 
-def mitogen_status() -> str:
-    """Whether Mitogen's Ansible strategy supports the installed ansible-core (from its own version table)."""
-    import ansible
+MITOGEN = "0.3.54"  # on PyPI; its strategy supports ansible-core 2.10 up to 2.21 (ansible_mitogen/_modifiers.py)
 
+
+def mitogen_dir() -> Path:
+    """Mitogen installed (once) outside the project's environment: the benchmark only compares it."""
+    d = Path(os.environ.get("SKYRACK_CACHE", "/var/cache/skyrack")) / "tools" / f"mitogen-{MITOGEN}"
+    if not (d / "ansible_mitogen").is_dir():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(d),
+                        f"mitogen=={MITOGEN}"], check=True)
+    return d
+
+
+@contextlib.contextmanager
+def mitogen_strategy() -> Iterator[None]:
+    """ansible-playbook (a child: ansible-runner passes this environment on) with `mitogen_linear`:
+    Mitogen's linear strategy, so `serial` and `max_fail_percentage` keep their meaning."""
+    d = mitogen_dir()
+    env = {"ANSIBLE_STRATEGY_PLUGINS": str(d / "ansible_mitogen/plugins/strategy"),
+           "ANSIBLE_STRATEGY": "mitogen_linear", "PYTHONPATH": str(d)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
-        from ansible_mitogen import loaders  # type: ignore[import-not-found]
-    except ImportError:
-        return f"not installed (ansible-core {ansible.__version__})"
-    top = getattr(loaders, "ANSIBLE_VERSION_MAX", None)
-    return f"installed; supports ansible-core up to {top} (installed: {ansible.__version__})"
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def main() -> None:
@@ -93,6 +115,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="runs per case; the lowest controller CPU is kept")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
+    ap.add_argument("--no-mitogen", action="store_true", help="leave out the Mitogen case")
     args = ap.parse_args()
     from fleet.conftest import Mesh, with_execution  # the same mesh the tests run
     from skyrack.build import receptor as receptor_build
@@ -121,11 +144,16 @@ def main() -> None:
             out.print("converging the fleet lab once (not measured)")
             first = driver.join_fleet(env, driver.JoinOptions(runs_dir=runs, parallel=RACKS), quiet)
             assert all(not r.failed_hosts for r in first.runs), [r.failed_hosts for r in first.runs]
-            for via, parallel in (("local", 1), ("local", RACKS), ("receptor", 1), ("receptor", RACKS)):
+            cases = [("local", 1), ("local", RACKS), ("receptor", 1), ("receptor", RACKS)]
+            if not args.no_mitogen:
+                cases.append(("local+mitogen", 1))
+            for via, parallel in cases:
                 best = None
                 for _ in range(args.repeat):
-                    r = case(renv if via == "receptor" else env, runs, via, parallel,
-                             mesh if via == "receptor" else None)
+                    with mitogen_strategy() if via.endswith("mitogen") else contextlib.nullcontext():
+                        r = case(renv if via == "receptor" else env, runs, via.split("+")[0], parallel,
+                                 mesh if via == "receptor" else None)
+                    r["via"] = via
                     if best is None or r["controller_cpu_s"] < best["controller_cpu_s"]:
                         best = r
                 out.print(best)
@@ -135,7 +163,7 @@ def main() -> None:
                 mesh.stop(name)
             if not args.keep:
                 lifecycle.down(env, say=lambda _m: None)
-    result = {"cases": rows, "mitogen": mitogen_status(), "cores": os.cpu_count(),
+    result = {"cases": rows, "mitogen": f"mitogen {MITOGEN}, strategy mitogen_linear", "cores": os.cpu_count(),
               "load_avg_1m": round(os.getloadavg()[0], 1),
               "ansible_core": subprocess.run([sys.executable, "-c", "import ansible; print(ansible.__version__)"],
                                              capture_output=True, text=True).stdout.strip()}

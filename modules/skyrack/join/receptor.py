@@ -16,12 +16,14 @@ rack's node, and a node that leaves the mesh ends that rack's run as failed (its
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from socket import SHUT_RDWR
 from typing import Any
 
 import ansible_runner
@@ -146,17 +148,22 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
             # the worker unpacks into its own directory and deletes it when the job ends
             unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node,
                                    params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
+        except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
+            raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
         finally:
             ctl.close()
     unit_id = unit["unitid"]
-    results = _control(route.socket)
-    sockfile = results.get_work_results(unit_id, return_sockfile=True)
+    try:
+        sock, sockfile = _control(route.socket).get_work_results(unit_id, return_socket=True, return_sockfile=True)
+    except (OSError, RuntimeError, ValueError) as exc:
+        _release(route.socket, unit_id)
+        raise WorkFailed(f"no results from execution node {route.node}: {exc}") from None
 
     def lost() -> None:
-        try:
-            sockfile.close()
-        except OSError:
-            pass
+        # shut the socket down, not close the file: close() would wait for the reader's lock, while a
+        # shutdown makes the blocked read return end-of-stream
+        with contextlib.suppress(OSError):
+            sock.shutdown(SHUT_RDWR)
 
     explained: list[str] = []
 
@@ -183,6 +190,8 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
                              + (f" ({detail})" if detail else ""))
         return outcome
     finally:
+        sockfile.close()
+        sock.close()
         _release(route.socket, unit_id)
 
 
