@@ -154,3 +154,19 @@ def test_bad_parallel_input_is_refused_before_any_rack_starts(tmp_path, args, me
     assert proc.returncode == 2, proc.stderr
     assert message in " ".join(proc.stderr.split()) and "Traceback" not in proc.stderr
     assert not runs.exists()
+
+
+def test_execution_nodes_are_validated_with_the_file(tmp_path):
+    import yaml
+
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path / "env", "skyrackf0", 50, kubernetes=False, racks=2)
+    data = yaml.safe_load(env.read_text())
+    data["execution"] = {"nodes": [{"name": "x01", "racks": ["r01", "r07"]}, {"name": "x02", "racks": ["r01"]},
+                                   {"name": "x01", "racks": ["r02"]}]}
+    env.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_cli("validate", str(env))
+    assert proc.returncode == 1
+    text = " ".join(proc.stderr.split())
+    assert f"{env}: execution.nodes[0].racks[1]: unknown rack 'r07' (racks: r01, r02)" in text
+    assert f"{env}: execution.nodes[1].racks[0]: rack 'r01' is already served by x01" in text
+    assert f"{env}: execution.nodes[2].name: execution node 'x01' is already defined at execution.nodes[0]" in text
