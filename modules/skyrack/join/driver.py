@@ -230,7 +230,7 @@ def tail(run_dir: Path, lines: int = 3) -> str:
 
 def join(env_path: Path, opts: JoinOptions, console: Console,
          on_rack: Callable[[RackRun], None] | None = None) -> list[RackRun]:
-    """Run the selected racks (see `join_fleet`); the rack runs in the order they finished."""
+    """Run the selected racks (see `join_fleet`); the rack runs in the order they started."""
     return join_fleet(env_path, opts, console, on_rack).runs
 
 
