@@ -55,6 +55,13 @@ KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
 }
 
 
+# Receptor (the mesh AWX hands runs over), for `skyrack join --via receptor`: built from its Go module
+# (`cmd/receptor-cl`, a go.mod without replaces). v1.4.4 is the newest release the module proxy here serves
+# with a checksum-database entry; receptorctl (PyPI) of the same minor speaks its control protocol.
+RECEPTOR_VERSION = "v1.4.4"
+RECEPTOR_GO = "1.21"  # the `go` line of its go.mod
+
+
 def known_versions() -> str:
     return ", ".join(sorted(KUBERNETES_BUILDS))
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+import lab_variants as variants
 from skyrack.gitops.git import Repo
-from skyrack.lab import variants
 from support import CONFIGS, ROOT, need, run_cli
 
 pytestmark = pytest.mark.slow

@@ -400,6 +400,19 @@ class Rack(Strict):
         return self
 
 
+class ExecutionNode(Strict):
+    name: Label  # its Receptor node ID
+    racks: Annotated[list[Label], Field(min_length=1)]
+
+
+class Execution(Strict):
+    """Where rack runs go with `skyrack join --via receptor`: the controller's Receptor control
+    socket, and which execution node (a Receptor node running `ansible-runner worker`) serves which racks."""
+
+    receptor_socket: Annotated[str, Field(pattern=r"^/[^\x00-\x1f]{1,200}$")] = "/run/receptor/receptor.sock"
+    nodes: Annotated[list[ExecutionNode], Field(min_length=1)]
+
+
 class Backups(Strict):
     container: Label = "etcd-snapshots"
     interval_minutes: Annotated[StrictInt, Field(ge=5, le=1440)] = 60
@@ -436,6 +449,7 @@ class Environment(Strict):
     teams: list[Team] = Field(default_factory=list)
     racks: list[Rack] = Field(default_factory=list)
     backups: Backups = Backups()
+    execution: Execution | None = None
     lab: Lab | None = None
     cluster: ClusterLayer = Field(default_factory=lambda: ClusterLayer())
 

@@ -52,6 +52,18 @@ def semantic_problems(env: Environment, file_name: str | None = None) -> list[tu
     _dupes(out, "cloud_pools", [p.name for p in env.cloud_pools], "pool")
     _dupes(out, "racks", [r.name for r in env.racks], "rack")
 
+    if env.execution is not None:
+        racks = [r.name for r in env.racks]
+        served: dict[str, str] = {}
+        _dupes(out, "execution.nodes", [x.name for x in env.execution.nodes], "execution node")
+        for xi, x in enumerate(env.execution.nodes):
+            for ki, r in enumerate(x.racks):
+                if r not in racks:
+                    out.append((f"execution.nodes[{xi}].racks[{ki}]", f"unknown rack {r!r} (racks: {', '.join(racks)})"))
+                elif r in served:
+                    out.append((f"execution.nodes[{xi}].racks[{ki}]", f"rack {r!r} is already served by {served[r]}"))
+                served.setdefault(r, x.name)
+
     for ri, rack in enumerate(env.racks):
         if rack.team is not None and rack.team not in teams:
             known = ", ".join(teams) or "none are defined"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -9,8 +10,13 @@ import typer
 
 from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
 from ..term import safe
-from . import driver
+from . import driver, fleet
 from .progress import error_lines, skipped_table, summary_table
+
+
+class Via(StrEnum):
+    local = "local"
+    receptor = "receptor"
 
 
 def join(
@@ -27,27 +33,37 @@ def join(
     runs_dir: Annotated[Path, typer.Option(help="Where run records are kept.")] = Path("runs"),
     keep_runs: Annotated[int, typer.Option(min=1, help="Run records kept per rack; older ones are removed "
                                                        "after each run, oldest first.")] = driver.JoinOptions.keep_runs,
+    via: Annotated[Via, typer.Option(help="Where each rack's run executes: here, or on the execution node the "
+                                          "environment's `execution:` section names for it (Receptor).")] = Via.local,
+    parallel: Annotated[int, typer.Option(min=1, help="Racks at once, after a first (canary) rack alone.")] = 1,
+    canary: Annotated[bool, typer.Option("--canary/--no-canary",
+                                         help="Run the first rack alone first; its failure starts no other.")] = True,
+    joins_per_minute: Annotated[int, typer.Option(
+        min=1, help="Bound on kubeadm joins per minute the control plane is given (racks start no faster).")
+    ] = fleet.DEFAULT_JOINS_PER_MINUTE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Prepare and join a rack's workers with Ansible, rack by rack; exit 1 if any host failed."""
+    """Prepare and join racks' workers with Ansible (a canary rack, then --parallel at once); exit 1 if any host failed."""
     opts = driver.JoinOptions(rack=rack, limit=[h.strip() for h in limit.split(",") if h.strip()] if limit else None,
                               check=check, outputs=outputs, retry_failed=retry_failed, runs_dir=runs_dir,
-                              tags=[t.strip() for t in tags.split(",") if t.strip()] if tags else None, keep_runs=keep_runs)
+                              tags=[t.strip() for t in tags.split(",") if t.strip()] if tags else None, keep_runs=keep_runs,
+                              parallel=parallel, canary=canary, joins_per_minute=joins_per_minute, via=via.value)
 
     def said(run: driver.RackRun) -> None:
         err.print(f"rack {safe(run.rack)}: {len(run.hosts)} host(s) in {run.seconds} s, "
                   f"{len(run.failed_hosts)} failed; record {safe(run.record)}")
 
-    runs = guarded(lambda: driver.join(path, opts, err, on_rack=said), as_json)
+    result = guarded(lambda: driver.join_fleet(path, opts, err, on_rack=said), as_json)
+    runs = result.runs
     if not runs:
         what = "no failed hosts to retry" if retry_failed else "no hosts selected"
         err.print(f"{what}: nothing to do")
         if as_json:
-            print(driver.summary_json(runs))
+            print(driver.summary_json(result, parallel))
         return
-    bad = any(r.failed_hosts or r.rc != 0 for r in runs)
+    bad = any(fleet.failed(r) for r in runs)
     if as_json:
-        print(driver.summary_json(runs))
+        print(driver.summary_json(result, parallel))
     else:
         out.print(summary_table(runs))
         skipped = skipped_table([h for r in runs for h in r.hosts])
@@ -56,6 +72,9 @@ def join(
         for line in error_lines(runs):
             out.print(f"[red]{line}[/red]", markup=True)
         failed = [h for r in runs for h in r.failed_hosts]
+        if result.not_started:
+            out.print(f"[red]not started after rack {safe(result.stopped_by)} failed: "
+                      f"{safe(', '.join(result.not_started))}[/red]")
         if failed:
             out.print(f"[red]failed: {safe(', '.join(failed))}[/red]; after fixing, run again with --retry-failed")
         elif check:

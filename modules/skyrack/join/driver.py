@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,10 +32,10 @@ from .. import outputs as contract
 from .. import plan as planmod
 from ..errors import InputError, Problem
 from ..term import safe
+from . import fleet, receptor, records
 from . import outputs as outmod
-from . import records
 from .node_files import ANSIBLE_DIR, TEMPLATES
-from .progress import Progress, message
+from .progress import Board, Progress, message
 from .records import HostResult, RackRun
 
 PLAYBOOK = "join.yml"
@@ -54,6 +55,10 @@ class JoinOptions:
     keep_runs: int = 20  # run records kept per rack, the oldest removed first
     settings: str = "project"  # "defaults": Ansible's own defaults (for the benchmark)
     extravars: dict[str, Any] = field(default_factory=dict)
+    via: str = "local"  # "receptor": each rack's run on its execution node (receptor.py)
+    parallel: int = 1  # racks at once after the canary rack (fleet.py)
+    canary: bool = True  # the first rack alone first
+    joins_per_minute: int = fleet.DEFAULT_JOINS_PER_MINUTE  # the control plane's bound (docs/join.md)
 
 
 def role_tags() -> list[str]:
@@ -130,13 +135,21 @@ def ansible_env(opts: JoinOptions, run_dir: Path, env_name: str) -> dict[str, st
     return {**path, "ANSIBLE_CONFIG": str(cfg)}
 
 
+def remote_env(env_name: str) -> dict[str, str]:
+    """A run on an execution node: its own ansible-playbook (on the worker's PATH), the project's ansible.cfg
+    (the working directory), a fact cache of its own."""
+    return {"ANSIBLE_NOCOLOR": "1", "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": f"~/.cache/skyrack/facts/{env_name}"}
+
+
 class Collector:
-    """Per-host first error and skyrack report, from the run's events."""
+    """Per-host first error and skyrack report, from the run's events (and the closing stats)."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
         self.errors: dict[str, str] = {}
         self.reports: dict[str, list[dict[str, str]]] = {}
+        self.stats: dict[str, Any] = {}
 
     def __call__(self, ev: dict[str, Any]) -> bool:
         data = ev.get("event_data", {})
@@ -148,6 +161,8 @@ class Collector:
                 self.reports[host] = msg
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             self.errors.setdefault(host, f"{data.get('task', '')}: {message(data.get('res', {}))}")
+        elif kind == "playbook_on_stats":
+            self.stats = {k: data.get(k) or {} for k in ("ok", "changed", "skipped", "failures", "dark", "processed")}
         return self.progress.event(ev)
 
 
@@ -166,27 +181,42 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
 
 
 def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
-             secrets: dict[str, Any], console: Console) -> RackRun:
+             secrets: dict[str, Any], console: Console, board: Board | None = None,
+             cancel: Callable[[], bool] | None = None, route: receptor.Route | None = None) -> RackRun:
+    """One rack's run, here (ansible-runner) or, with a route, on its execution node through Receptor."""
     run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
     inv = write_inventory(run_dir, p, public)
-    envvars = ansible_env(opts, run_dir, p.env.name)
-    extravars = {"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}
     started = time.time()
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
-                     tags=list(opts.tags or []))
-    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts) as progress, records.private_files():
+                     tags=list(opts.tags or []), via=f"receptor:{route.node}" if route else "local")
+    lost = ""
+    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts, board) as progress, \
+            records.private_files():
         collector = Collector(progress)
-        r = ansible_runner.run(
-            private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
-            inventory=str(inv), limit=",".join(hosts), tags=",".join(opts.tags) if opts.tags else None,
-            extravars=extravars, envvars=envvars,
-            cmdline=" ".join([*secret_args, *(["--check"] if opts.check else [])]) or None,
-            event_handler=collector, quiet=True, ident="ansible",
-            # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
-            fact_cache_type="ansible.cfg")
-    result.seconds = round(time.time() - started, 1)
-    result.rc, result.status = r.rc, r.status
-    stats = r.stats or {}
+        # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
+        common = {"limit": ",".join(hosts), "cmdline": " ".join([*secret_args, *(["--check"] if opts.check else [])])
+                  or None, "ident": "ansible", "fact_cache_type": "ansible.cfg",
+                  "tags": ",".join(opts.tags) if opts.tags else None}
+        if route is None:
+            r = ansible_runner.run(
+                private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
+                inventory=str(inv), envvars=ansible_env(opts, run_dir, p.env.name), event_handler=collector,
+                quiet=True, cancel_callback=cancel,
+                extravars={"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}, **common)
+            result.rc, result.status, stats = r.rc, r.status, r.stats or {}
+        else:  # the project travels with the run; the worker finds ansible.cfg in it (its working directory)
+            receptor.ship_project(run_dir)
+            try:
+                result.status, rc = receptor.run(route, run_dir, {
+                    "playbook": receptor.PLAYBOOK, "envvars": remote_env(p.env.name),
+                    "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
+                    **common}, collector, cancel)
+                result.rc = rc if rc is not None else 1
+            except (receptor.NodeLost, receptor.WorkFailed) as exc:  # the rack's failure, not the fleet's
+                result.status, result.rc, lost = "failed", 1, str(exc)
+            stats = collector.stats
+    result.ended = time.time()
+    result.seconds = round(result.ended - started, 1)
     for h in hosts:
         hr = HostResult(host=h, rack=rack, report=collector.reports.get(h, []))
         for name, key in (("ok", "ok"), ("changed", "changed"), ("skipped", "skipped"), ("failed", "failures"),
@@ -200,7 +230,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
             hr.result = "ok"
         hr.message = collector.errors.get(h, "")
         if hr.result == "not run":
-            hr.message = hr.message or (
+            hr.message = hr.message or lost or (
                 "the run stopped before this host finished (a batch failed: max_fail_percentage)" if stats
                 else f"ansible-playbook failed before any host ran: {tail(run_dir)}")
         result.hosts.append(hr)
@@ -221,9 +251,18 @@ def tail(run_dir: Path, lines: int = 3) -> str:
 
 def join(env_path: Path, opts: JoinOptions, console: Console,
          on_rack: Callable[[RackRun], None] | None = None) -> list[RackRun]:
-    """Run the selected racks in file order. A rack with a failed host stops the racks after it."""
+    """Run the selected racks (see `join_fleet`); the rack runs in the order they started."""
+    return join_fleet(env_path, opts, console, on_rack).runs
+
+
+def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
+               on_rack: Callable[[RackRun], None] | None = None) -> fleet.FleetResult:
+    """Run the selected racks: the first alone (the canary), then up to `opts.parallel` at once (fleet.py).
+    A rack with a failed host stops the racks not yet started; the running ones finish."""
     if opts.settings not in SETTINGS:
         raise ValueError(f"settings must be one of {SETTINGS}")
+    if opts.parallel < 1 or opts.joins_per_minute < 1:
+        raise ValueError("parallel and joins_per_minute must be at least 1")
     opts.runs_dir = opts.runs_dir.resolve()  # ansible-runner works from ansible/playbooks: no relative paths
     p = planmod.make(env_path)
     public: dict[str, Any] | None = None
@@ -236,18 +275,34 @@ def join(env_path: Path, opts: JoinOptions, console: Console,
     check_tags(opts.tags)
     selected = select(p, opts)
     lab_vars(p)  # fail early if a lab is not up
-    runs: list[RackRun] = []
-    for rack, hosts in selected:
-        run = run_rack(p, rack, hosts, opts, public, secrets, console)
-        runs.append(run)
-        if on_rack:
-            on_rack(run)
-        if run.failed_hosts and rack != selected[-1][0]:
-            console.print(f"[red]rack {safe(rack)} had failures: the racks after it are not started[/red]")
-            break
-    return runs
+    routes: dict[str, receptor.Route] = {}
+    if opts.via == "receptor":
+        if secrets:
+            raise InputError([Problem(str(opts.outputs), "bootstrap_token", "--via receptor does not carry secrets "
+                                      "yet (they would travel in the work payload): join with a local run")])
+        routes = receptor.routes(p, [r for r, _ in selected])  # every node reachable, before any rack starts
+    # joins happen only with the control plane's outputs, and not in check mode: only then the bound applies
+    joins = opts.outputs is not None and not opts.check
+    cancel = threading.Event()
+
+    def stopped(rack: str, left: list[str]) -> None:
+        console.print(f"[red]rack {safe(rack)} had failures: racks not started: {safe(', '.join(left))}[/red]")
+
+    def one(rack: str, hosts: list[str]) -> RackRun:
+        # in the main thread (the canary) ansible-runner's own Ctrl-C handling stays; rack threads use `cancel`
+        in_thread = threading.current_thread() is not threading.main_thread()
+        return run_rack(p, rack, hosts, opts, public, secrets, console, board, cancel.is_set if in_thread else None,
+                        routes.get(rack))
+
+    with Board(console) as board, records.private_files():
+        return fleet.Fleet(
+            selected, one,
+            parallel=opts.parallel, budget=fleet.JoinBudget(opts.joins_per_minute if joins else None),
+            on_rack=on_rack, on_stop=stopped, cancel=cancel, canary=opts.canary).run()
 
 
-def summary_json(runs: list[RackRun]) -> str:
-    return json.dumps({"ok": all(not r.failed_hosts and r.rc == 0 for r in runs),
-                       "racks": [r.to_dict() for r in runs]}, indent=2)
+def summary_json(result: fleet.FleetResult, parallel: int = 1) -> str:
+    runs = result.runs
+    return json.dumps({"ok": all(not fleet.failed(r) for r in runs) and not result.not_started,
+                       "parallel": parallel, "racks": [r.to_dict() for r in runs],
+                       "not_started": result.not_started, "stopped_by": result.stopped_by}, indent=2)

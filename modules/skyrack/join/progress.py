@@ -2,14 +2,16 @@
 
 ansible-runner hands every event to `Progress.event`; on a terminal a live table shows
 each host's current task and counts, elsewhere (CI logs) one line per failure and per
-finished host. `summary_table` and `skipped_table` are what `skyrack join` ends with.
+finished host. Racks run in parallel share one `Board`: one live view with a table per
+running rack. `summary_table` and `skipped_table` are what `skyrack join` ends with.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
@@ -19,16 +21,16 @@ from .records import HostResult, RackRun
 STYLE = {"ok": "green", "failed": "red", "unreachable": "red", "not run": "yellow"}
 
 
-class Progress:
-    def __init__(self, console: Console, rack: str, hosts: list[str]):
+class Board:
+    """The one live view of every rack that is running (racks run in parallel threads)."""
+
+    def __init__(self, console: Console):
         self.console = console
-        self.rack = rack
-        self.task: dict[str, str] = dict.fromkeys(hosts, "waiting")
-        self.counts: dict[str, dict[str, int]] = {h: dict.fromkeys(("ok", "changed", "failed", "unreachable"), 0)
-                                                  for h in hosts}
+        self.racks: list[Progress] = []
+        self.lock = threading.RLock()
         self.live: Live | None = None
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Board:
         if self.console.is_terminal:
             self.live = Live(self.render(), console=self.console, refresh_per_second=4, transient=True)
             self.live.__enter__()
@@ -37,6 +39,52 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self.live:
             self.live.__exit__(None, None, None)
+
+    def render(self) -> Group:
+        return Group(*(r.render() for r in self.racks))
+
+    def add(self, progress: Progress) -> None:
+        with self.lock:
+            self.racks.append(progress)
+            self.refresh()
+
+    def remove(self, progress: Progress) -> None:
+        with self.lock:
+            self.racks.remove(progress)
+            self.refresh()
+
+    def refresh(self) -> None:
+        with self.lock:
+            if self.live:
+                self.live.update(self.render())
+
+    def line(self, text: str) -> None:
+        with self.lock:
+            (self.live.console if self.live else self.console).print(text)
+
+
+class Progress:
+    """One rack's hosts: their current task and counts, shown on a Board (its own, or the fleet's)."""
+
+    def __init__(self, console: Console, rack: str, hosts: list[str], board: Board | None = None):
+        self.console = console
+        self.rack = rack
+        self.task: dict[str, str] = dict.fromkeys(hosts, "waiting")
+        self.counts: dict[str, dict[str, int]] = {h: dict.fromkeys(("ok", "changed", "failed", "unreachable"), 0)
+                                                  for h in hosts}
+        self.shared = board is not None
+        self.board = board or Board(console)
+
+    def __enter__(self) -> Progress:
+        if not self.shared:
+            self.board.__enter__()
+        self.board.add(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.board.remove(self)
+        if not self.shared:
+            self.board.__exit__(None, None, None)
 
     def render(self) -> Table:
         t = Table("host", "ok", "changed", "failed", "now", title=f"rack {self.rack}", title_justify="left")
@@ -68,15 +116,11 @@ class Progress:
             for h in self.task:
                 if not self.task[h].startswith(("FAILED", "UNREACHABLE")):
                     self.task[h] = "done"
-        if self.live:
-            self.live.update(self.render())
+        self.board.refresh()
         return True
 
     def _line(self, text: str) -> None:
-        if self.live:
-            self.live.console.print(text)
-        else:
-            self.console.print(text)
+        self.board.line(text)  # host names are unique in an environment: no rack prefix needed
 
 
 def message(res: dict[str, Any]) -> str:

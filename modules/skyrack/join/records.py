@@ -51,11 +51,13 @@ class RackRun:
     rack: str
     check: bool
     record: str  # the run directory
-    started: float
+    started: float  # Unix time
+    ended: float = 0.0
     seconds: float = 0.0
     rc: int = 0
     status: str = ""  # ansible-runner's: successful | failed | timeout | canceled
     tags: list[str] = field(default_factory=list)  # --tags: only these roles ran (empty: every role)
+    via: str = "local"  # or "receptor:<execution node>"
     hosts: list[HostResult] = field(default_factory=list)
 
     @property

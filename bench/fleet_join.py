@@ -1,0 +1,186 @@
+"""Benchmark: what Ansible costs the controller per host per task: serial vs parallel racks, local vs Receptor.
+
+A fleet lab (bridge skyrackf0, 198.18.50.0/24, three racks, no Kubernetes so the nodes stay
+light) is brought up and converged once; then each case runs `skyrack join` on the
+converged racks (changed=0: the steady cost of every task, not the nodes' package installs)
+and measures on the controller:
+
+- CPU seconds of this process and everything it ran (ansible-playbook and its forks, the SSH
+  clients) plus, for Receptor, the controller's receptor node: the controller's share;
+- for Receptor, the CPU of the execution nodes' receptor processes and the workers under them
+  (on this machine too: the lab's execution nodes are local processes): the share moved off;
+- task results (ok + failed + skipped + unreachable, summed over hosts) and wall time.
+
+controller CPU / task results = the controller's CPU per host per task.
+
+    sudo .venv/bin/python bench/fleet_join.py [--rack-nodes 2] [--repeat 2] [--json]
+
+Mitogen (PyPI, its `mitogen_linear` strategy) is measured on the serial local case, installed once into
+the tools cache outside the project's environment (`--no-mitogen` leaves it out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "modules"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import lab_variants as variants  # noqa: E402
+from skyrack.join import driver  # noqa: E402
+from skyrack.lab import lifecycle  # noqa: E402
+
+BRIDGE, OCTET, RACKS = "skyrackf0", 50, 3
+TICK = os.sysconf("SC_CLK_TCK")
+quiet = Console(file=open("/dev/null", "w"))  # progress off: only the figures matter
+
+
+def proc_cpu(pid: int) -> float:
+    """utime + stime + reaped children's, of a running process (seconds)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICK
+
+
+def own_cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def case(env: Path, runs: Path, via: str, parallel: int, mesh=None) -> dict:
+    opts = driver.JoinOptions(runs_dir=runs, via=via, parallel=parallel, canary=parallel == 1)
+    ctl = [mesh.procs["controller"].pid] if mesh else []
+    exe = [p.pid for n, p in mesh.procs.items() if n != "controller"] if mesh else []
+    before = own_cpu(), sum(map(proc_cpu, ctl)), sum(map(proc_cpu, exe))
+    t0 = time.monotonic()
+    result = driver.join_fleet(env, opts, quiet)
+    wall = time.monotonic() - t0
+    after = own_cpu(), sum(map(proc_cpu, ctl)), sum(map(proc_cpu, exe))
+    hosts = [h for r in result.runs for h in r.hosts]
+    tasks = sum(h.ok + h.failed + h.skipped + h.unreachable for h in hosts)
+    controller = (after[0] - before[0]) + (after[1] - before[1])
+    executors = after[2] - before[2]
+    return {"via": via, "parallel": parallel, "hosts": len(hosts), "task_results": tasks, "wall_s": round(wall, 1),
+            "controller_cpu_s": round(controller, 1), "execution_nodes_cpu_s": round(executors, 1),
+            "controller_ms_per_host_task": round(1000 * controller / max(1, tasks), 1),
+            "changed": sum(h.changed for h in hosts), "ok": all(not r.failed_hosts for r in result.runs)}
+
+
+MITOGEN = "0.3.54"  # on PyPI; its strategy supports ansible-core 2.10 up to 2.21 (ansible_mitogen/_modifiers.py)
+
+
+def mitogen_dir() -> Path:
+    """Mitogen installed (once) outside the project's environment: the benchmark only compares it."""
+    d = Path(os.environ.get("SKYRACK_CACHE", "/var/cache/skyrack")) / "tools" / f"mitogen-{MITOGEN}"
+    if not (d / "ansible_mitogen").is_dir():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(d),
+                        f"mitogen=={MITOGEN}"], check=True)
+    return d
+
+
+@contextlib.contextmanager
+def mitogen_strategy() -> Iterator[None]:
+    """ansible-playbook (a child: ansible-runner passes this environment on) with `mitogen_linear`:
+    Mitogen's linear strategy, so `serial` and `max_fail_percentage` keep their meaning."""
+    d = mitogen_dir()
+    env = {"ANSIBLE_STRATEGY_PLUGINS": str(d / "ansible_mitogen/plugins/strategy"),
+           "ANSIBLE_STRATEGY": "mitogen_linear", "PYTHONPATH": str(d)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rack-nodes", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2, help="runs per case; the lowest controller CPU is kept")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
+    ap.add_argument("--no-mitogen", action="store_true", help="leave out the Mitogen case")
+    args = ap.parse_args()
+    from fleet.conftest import Mesh, with_execution  # the same mesh the tests run
+    from skyrack.build import receptor as receptor_build
+
+    out = Console(stderr=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="skyrack-bench-fleet-") as d:
+        tmp = Path(d)
+        env = variants.make(ROOT / "configs/lab.yaml", tmp / "env", BRIDGE, OCTET, rack_nodes=args.rack_nodes,
+                            etcd=1, kubernetes=False, racks=RACKS)
+        lifecycle.up(env, say=lambda _m: None)
+        mesh = Mesh(tmp / "mesh", receptor_build.binary(say=out.print), 27251, {})
+        mesh.dir.mkdir()
+        try:
+            mesh.start("controller")
+            for x in ("x01", "x02"):
+                mesh.start(x)
+
+            class L:  # what with_execution reads
+                pass
+            lab = L()
+            lab.env = env  # type: ignore[attr-defined]
+            renv = with_execution(lab, tmp / "renv", mesh.socket,  # type: ignore[arg-type]
+                                  {"x01": ["r01", "r02"], "x02": ["r03"]})
+            runs = tmp / "runs"
+            out.print("converging the fleet lab once (not measured)")
+            first = driver.join_fleet(env, driver.JoinOptions(runs_dir=runs, parallel=RACKS), quiet)
+            assert all(not r.failed_hosts for r in first.runs), [r.failed_hosts for r in first.runs]
+            cases = [("local", 1), ("local", RACKS), ("receptor", 1), ("receptor", RACKS)]
+            if not args.no_mitogen:
+                cases.append(("local+mitogen", 1))
+            for via, parallel in cases:
+                best = None
+                for _ in range(args.repeat):
+                    with mitogen_strategy() if via.endswith("mitogen") else contextlib.nullcontext():
+                        r = case(renv if via == "receptor" else env, runs, via.split("+")[0], parallel,
+                                 mesh if via == "receptor" else None)
+                    r["via"] = via
+                    if best is None or r["controller_cpu_s"] < best["controller_cpu_s"]:
+                        best = r
+                out.print(best)
+                rows.append(best)
+        finally:
+            for name in list(mesh.procs):
+                mesh.stop(name)
+            if not args.keep:
+                lifecycle.down(env, say=lambda _m: None)
+    result = {"cases": rows, "mitogen": f"mitogen {MITOGEN}, strategy mitogen_linear", "cores": os.cpu_count(),
+              "load_avg_1m": round(os.getloadavg()[0], 1),
+              "ansible_core": subprocess.run([sys.executable, "-c", "import ansible; print(ansible.__version__)"],
+                                             capture_output=True, text=True).stdout.strip()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    t = Table("via", "racks at once", "hosts", "task results", "wall s", "controller CPU s",
+              "execution nodes CPU s", "controller ms / host / task", "changed",
+              title=f"skyrack join, {RACKS} racks x {args.rack_nodes} nodes, converged", title_justify="left")
+    for r in rows:
+        t.add_row(r["via"], str(r["parallel"]), str(r["hosts"]), str(r["task_results"]), str(r["wall_s"]),
+                  str(r["controller_cpu_s"]), str(r["execution_nodes_cpu_s"]),
+                  str(r["controller_ms_per_host_task"]), str(r["changed"]))
+    Console().print(t)
+    Console().print(f"Mitogen: {result['mitogen']}")
+
+
+if __name__ == "__main__":
+    main()

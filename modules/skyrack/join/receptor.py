@@ -1,0 +1,227 @@
+"""Rack runs on execution nodes through Receptor (`skyrack join --via receptor`): ansible-runner's own remote execution.
+
+The same run `driver.run_rack` makes locally, handed over the way AWX does it:
+`ansible-runner transmit` packs the run (its private data directory: inventory, project,
+settings) into a stream, `receptor work submit` sends it to the rack's execution node, where
+`ansible-runner worker` runs it, and the worker's stream (events, status, artifacts) comes
+back through `receptor work results` into `ansible-runner process`, which hands every event
+to the same progress and collector a local run uses and writes the same artifacts.
+
+The environment file's `execution:` section names the controller's Receptor control socket
+and which execution node serves which racks. Before any rack starts, the socket must answer
+and every needed node must be in Receptor's routing table; during a run a watchdog checks the
+rack's node, and a node that leaves the mesh ends that rack's run as failed (its hosts are
+"not run", so `--retry-failed` runs them again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from socket import SHUT_RDWR
+from typing import Any
+
+import ansible_runner
+
+from .. import plan as planmod
+from ..errors import InputError, Problem
+from .node_files import ANSIBLE_DIR, TEMPLATES
+
+WORK_TYPE = "ansible-runner"  # the execution node's receptor `work-command` (see docs/join.md)
+WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
+PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is in the repository)
+
+
+class NodeLost(RuntimeError):
+    """The execution node left the mesh during a run."""
+
+
+class WorkFailed(RuntimeError):
+    """The work unit ended without a run (the worker could not start or died): the reason, for the report."""
+
+
+@dataclass(frozen=True)
+class Route:
+    socket: str
+    node: str
+
+
+def _control(socket: str):
+    from receptorctl.socket_interface import ReceptorControl
+
+    return ReceptorControl(socket)
+
+
+def status(socket: str) -> dict[str, Any]:
+    rc = _control(socket)
+    try:
+        return rc.simple_command("status")
+    finally:
+        rc.close()
+
+
+def routes(p: planmod.Plan, racks: list[str]) -> dict[str, Route]:
+    """Each rack's execution node; InputError (before any rack starts) for a rack no node serves,
+    a socket that does not answer, or a node Receptor cannot reach."""
+    src = str(p.source)
+    ex = p.env.execution
+    if ex is None:
+        raise InputError([Problem(src, "execution", "--via receptor needs an `execution:` section "
+                                                    "(receptor_socket, and nodes with the racks each serves)")])
+    serving = {r: x.name for x in ex.nodes for r in x.racks}
+    missing = [r for r in racks if r not in serving]
+    if missing:
+        raise InputError([Problem(src, "execution.nodes", f"no execution node serves rack(s) {', '.join(missing)}")])
+    try:
+        st = status(ex.receptor_socket)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise InputError([Problem(src, "execution.receptor_socket",
+                                  f"Receptor does not answer on {ex.receptor_socket}: {exc}")]) from None
+    known = set(st.get("RoutingTable") or {}) | {st.get("NodeID")}
+    problems = []
+    for xi, x in enumerate(ex.nodes):
+        if x.name not in known and any(r in racks for r in x.racks):
+            problems.append(Problem(src, f"execution.nodes[{xi}].name",
+                                    f"execution node {x.name!r} is not reachable through Receptor "
+                                    f"(reachable: {', '.join(sorted(n for n in known if n)) or 'none'})"))
+    if problems:
+        raise InputError(problems)
+    return {r: Route(ex.receptor_socket, serving[r]) for r in racks}
+
+
+def ship_project(run_dir: Path) -> None:
+    """The project the worker runs: ansible/ (playbooks, roles, collections, ansible.cfg) and the templates."""
+    dest = run_dir / "project"
+    shutil.copytree(ANSIBLE_DIR, dest, ignore=shutil.ignore_patterns(".ansible*", "__pycache__"))
+    shutil.copytree(TEMPLATES, dest / "templates", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+class Watchdog:
+    """Checks every few seconds that `node` is still in the mesh; on loss, closes the result stream."""
+
+    def __init__(self, route: Route, on_lost: Callable[[], None], cancel: Callable[[], bool] | None):
+        self.route, self.on_lost, self.cancel = route, on_lost, cancel
+        self.lost = False
+        self.cancelled = False
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True, name=f"watch-{route.node}")
+
+    def _watch(self) -> None:
+        while not self.stop.wait(WATCH_EVERY):
+            if self.cancel and self.cancel():
+                self.cancelled = True
+                self.on_lost()
+                return
+            try:
+                table = status(self.route.socket).get("RoutingTable") or {}
+            except (OSError, RuntimeError, ValueError):
+                table = {}
+            if self.route.node not in table:
+                self.lost = True
+                self.on_lost()
+                return
+
+    def __enter__(self) -> Watchdog:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
+def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Callable[[dict], bool],
+        cancel: Callable[[], bool] | None) -> tuple[str, int | None]:
+    """transmit -> work submit -> (worker on the node) -> work results -> process; (status, rc)."""
+    ctl = _control(route.socket)
+    # a file, not memory: ansible-runner's transmit names its output (a private temporary file, gone after)
+    with tempfile.NamedTemporaryFile(prefix="skyrack-payload-") as payload:
+        ansible_runner.run(streamer="transmit", _output=payload, private_data_dir=str(run_dir), **kwargs)
+        payload.flush()
+        payload.seek(0)
+        try:
+            # the worker unpacks into its own directory and deletes it when the job ends
+            unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node,
+                                   params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
+        except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
+            raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
+        finally:
+            ctl.close()
+    unit_id = unit["unitid"]
+    try:
+        sock, sockfile = _control(route.socket).get_work_results(unit_id, return_socket=True, return_sockfile=True)
+    except (OSError, RuntimeError, ValueError) as exc:
+        _release(route.socket, unit_id)
+        raise WorkFailed(f"no results from execution node {route.node}: {exc}") from None
+
+    def lost() -> None:
+        # shut the socket down, not close the file: close() would wait for the reader's lock, while a
+        # shutdown makes the blocked read return end-of-stream
+        with contextlib.suppress(OSError):
+            sock.shutdown(SHUT_RDWR)
+
+    explained: list[str] = []
+
+    def on_status(data: dict, runner_config: object = None) -> None:
+        if data.get("job_explanation"):
+            explained.append(str(data["job_explanation"]))
+
+    try:
+        with Watchdog(route, lost, cancel) as dog:
+            try:
+                r = ansible_runner.run(streamer="process", _input=sockfile, private_data_dir=str(run_dir),
+                                       event_handler=event_handler, status_handler=on_status, quiet=True,
+                                       ident=kwargs.get("ident"))
+                outcome: tuple[str, int | None] = (r.status, r.rc if r.rc is not None else _rc(r.artifact_dir))
+            except (OSError, ValueError):  # the stream was closed under it
+                outcome = ("error", None)
+        if dog.lost:
+            raise NodeLost(f"execution node {route.node} left the Receptor mesh during the run")
+        if dog.cancelled:
+            return "canceled", None
+        if outcome[0] == "error":
+            detail = work_detail(route.socket, unit_id)
+            raise WorkFailed(f"the work unit on {route.node} failed: {'; '.join(explained) or 'no explanation'}"
+                             + (f" ({detail})" if detail else ""))
+        return outcome
+    finally:
+        sockfile.close()
+        sock.close()
+        _release(route.socket, unit_id)
+
+
+def _rc(artifact_dir: str) -> int | None:
+    """ansible-playbook's exit code, from the artifacts the worker sent back (process() does not set it)."""
+    try:
+        return int((Path(artifact_dir) / "rc").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def work_detail(socket: str, unit_id: str) -> str:
+    """Receptor's own word on a work unit (the worker's exit and stderr, as `work status` reports it)."""
+    ctl = _control(socket)
+    try:
+        st = ctl.simple_command(f"work status {unit_id}")
+        return " ".join(str(st.get("Detail", "")).split())[:300]
+    except (OSError, RuntimeError, ValueError):
+        return ""
+    finally:
+        ctl.close()
+
+
+def _release(socket: str, unit_id: str) -> None:
+    """Cancel and forget the work unit (on a lost node Receptor releases it when the node returns)."""
+    for cmd in (f"work cancel {unit_id}", f"work release {unit_id}"):
+        ctl = _control(socket)
+        try:
+            ctl.simple_command(cmd)
+        except (OSError, RuntimeError, ValueError):
+            pass
+        finally:
+            ctl.close()

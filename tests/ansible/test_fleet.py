@@ -1,0 +1,172 @@
+"""The fleet schedule (skyrack.join.fleet) without Ansible: a canary, N at once, the failure policy, the join bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import lab_variants as variants
+from skyrack.join import fleet
+from skyrack.join.records import HostResult, RackRun
+from support import CONFIGS, run_cli
+
+RACKS = [(f"r{i:02d}", [f"r{i:02d}-n01", f"r{i:02d}-n02"]) for i in range(1, 6)]
+
+
+class FakeRacks:
+    """run_rack stand-in: each rack takes `seconds`; racks in `fail` end with a failed host."""
+
+    def __init__(self, seconds: float = 0.2, fail: tuple[str, ...] = ()):
+        self.seconds = seconds
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+        self.started: list[str] = []
+
+    def __call__(self, rack: str, hosts: list[str]) -> RackRun:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self.started.append(rack)
+        run = RackRun(env="t", rack=rack, check=False, record="", started=time.time())
+        time.sleep(self.seconds)
+        run.hosts = [HostResult(host=h, rack=rack, result="failed" if rack in self.fail else "ok") for h in hosts]
+        run.ended = time.time()
+        with self.lock:
+            self.now -= 1
+        return run
+
+
+def test_the_canary_runs_alone_then_n_at_once():
+    racks = FakeRacks()
+    result = fleet.Fleet(RACKS, racks, parallel=2).run()
+    assert [r.rack for r in result.runs] == [r for r, _ in RACKS]
+    canary, *rest = result.runs
+    assert all(r.started >= canary.ended for r in rest)  # nothing overlaps the canary
+    assert racks.most == 2
+    assert rest[0].started < rest[1].ended and rest[1].started < rest[0].ended  # r02 and r03 overlap
+    assert result.not_started == [] and result.stopped_by is None
+
+
+def test_without_a_canary_the_first_racks_start_together():
+    racks = FakeRacks()
+    result = fleet.Fleet(RACKS[:2], racks, parallel=2, canary=False).run()
+    a, b = result.runs
+    assert a.started < b.ended and b.started < a.ended and racks.most == 2
+
+
+def test_serial_is_parallel_one():
+    racks = FakeRacks(seconds=0.05)
+    result = fleet.Fleet(RACKS, racks, parallel=1).run()
+    assert racks.most == 1
+    assert all(a.ended <= b.started for a, b in zip(result.runs, result.runs[1:], strict=False))
+
+
+def test_a_failed_canary_starts_nothing_else():
+    result = fleet.Fleet(RACKS, FakeRacks(fail=("r01",)), parallel=3).run()
+    assert [r.rack for r in result.runs] == ["r01"]
+    assert result.stopped_by == "r01" and result.not_started == ["r02", "r03", "r04", "r05"]
+
+
+def test_a_failed_rack_stops_new_racks_and_the_running_ones_finish():
+    stopped = []
+    racks = FakeRacks(seconds=0.3, fail=("r02",))
+    result = fleet.Fleet(RACKS, racks, parallel=2, on_stop=lambda r, left: stopped.append((r, left))).run()
+    # r02 and r03 ran together; r02 failed, so r04 and r05 never started, and r03 finished normally
+    assert racks.started == ["r01", "r02", "r03"]
+    by_rack = {r.rack: r for r in result.runs}
+    assert by_rack["r03"].hosts[0].result == "ok" and by_rack["r03"].ended > 0
+    assert result.not_started == ["r04", "r05"] and stopped == [("r02", ["r04", "r05"])]
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def test_the_join_budget_admits_joins_at_the_bound():
+    clock = Clock()
+    budget = fleet.JoinBudget(60, clock)  # one join a second
+    assert budget.wait_for(40) == 0
+    budget.take(40)
+    assert budget.wait_for(40) == pytest.approx(20.0)  # 20 tokens left, 40 needed
+    clock.sleep(20)
+    assert budget.wait_for(40) == 0
+    budget.take(40)
+    # a rack larger than the bound starts once the bucket is full, and its debt holds back the next
+    clock.sleep(60)
+    assert budget.wait_for(100) == 0
+    budget.take(100)
+    assert budget.wait_for(10) == pytest.approx(50.0)  # -40 tokens: 50 s to get back to +10
+    assert fleet.JoinBudget(None).wait_for(10**6) == 0
+
+
+def test_racks_start_no_faster_than_the_budget():
+    clock = Clock()
+    racks = [(f"r{i}", [f"h{i}-{k}" for k in range(30)]) for i in range(4)]
+    starts: dict[str, float] = {}
+
+    def run_rack(rack, hosts):
+        starts[rack] = clock()
+        return RackRun(env="t", rack=rack, check=False, record="", started=clock(),
+                       hosts=[HostResult(host=h, rack=rack, result="ok") for h in hosts])
+
+    fleet.Fleet(racks, run_rack, parallel=4, budget=fleet.JoinBudget(60, clock), sleep=clock.sleep).run()
+    # 30 joins a rack at 60 a minute: the canary and one more at once, then one rack every 30 s
+    assert starts == {"r0": 0.0, "r1": 0.0, "r2": pytest.approx(30.0), "r3": pytest.approx(60.0)}
+
+
+def test_an_error_in_one_rack_lets_the_running_racks_finish_then_is_raised():
+    finished = []
+
+    def run_rack(rack, hosts):
+        if rack == "r03":
+            raise RuntimeError("boom")
+        time.sleep(0.2)
+        finished.append(rack)
+        return RackRun(env="t", rack=rack, check=False, record="", started=time.time(),
+                       hosts=[HostResult(host=h, rack=rack, result="ok") for h in hosts])
+
+    f = fleet.Fleet(RACKS, run_rack, parallel=2)
+    with pytest.raises(RuntimeError, match="boom"):
+        f.run()
+    assert "r02" in finished and "r05" not in finished and f.cancel.is_set()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--parallel", "0"], "Invalid value for '--parallel': Input should be greater than or equal to 1"),
+    (["--parallel", "two"], "Invalid value for '--parallel': Input should be a valid integer"),
+    (["--joins-per-minute", "0"], "Invalid value for '--joins-per-minute': Input should be greater than or equal to 1"),
+])
+def test_bad_parallel_input_is_refused_before_any_rack_starts(tmp_path, args, message):
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path / "env", "skyrackf0", 50, kubernetes=False)
+    runs = tmp_path / "runs"
+    proc = run_cli("join", str(env), "--runs-dir", str(runs), *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in " ".join(proc.stderr.split()) and "Traceback" not in proc.stderr
+    assert not runs.exists()
+
+
+def test_execution_nodes_are_validated_with_the_file(tmp_path):
+    import yaml
+
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path / "env", "skyrackf0", 50, kubernetes=False, racks=2)
+    data = yaml.safe_load(env.read_text())
+    data["execution"] = {"nodes": [{"name": "x01", "racks": ["r01", "r07"]}, {"name": "x02", "racks": ["r01"]},
+                                   {"name": "x01", "racks": ["r02"]}]}
+    env.write_text(yaml.safe_dump(data, sort_keys=False))
+    proc = run_cli("validate", str(env))
+    assert proc.returncode == 1
+    text = " ".join(proc.stderr.split())
+    assert f"{env}: execution.nodes[0].racks[1]: unknown rack 'r07' (racks: r01, r02)" in text
+    assert f"{env}: execution.nodes[1].racks[0]: rack 'r01' is already served by x01" in text
+    assert f"{env}: execution.nodes[2].name: execution node 'x01' is already defined at execution.nodes[0]" in text
