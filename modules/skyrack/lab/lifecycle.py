@@ -22,7 +22,7 @@ from .. import azurite, build, daemon, upstream
 from .. import plan as planmod
 from ..errors import InputError, Problem
 from . import cluster, controlplane, image, network, nodes, site, ssh
-from .state import Host, LabState, Paths, load, save
+from .state import STATE_ROOT, Host, LabState, Paths, load, save
 
 TOOLS = ("systemd-nspawn", "debootstrap", "iptables", "ssh", "ssh-keygen", "ip")
 KUBERNETES_TOOLS = ("go", "umoci", "skopeo", "docker-registry", "dpkg-deb", "apt-ftparchive", "gpg", "cc", "setcap")
@@ -98,6 +98,24 @@ def check_host(kubernetes: bool = False) -> None:
     missing = [t for t in TOOLS + (KUBERNETES_TOOLS if kubernetes else ()) if shutil.which(t) is None]
     if missing:
         raise LabError(f"missing on this host: {', '.join(missing)}; `./dev setup` installs them")
+    if kubernetes:
+        check_disk(STATE_ROOT)
+
+
+# kubelet's default hard eviction threshold for the image filesystem (imagefs.available<15%), plus a margin
+# for what a lab writes. The lab's nodes keep their images and containers on this host's disk, so below it
+# every kubelet reports DiskPressure and evicts pods: refused up front, with what to do.
+MIN_FREE_SHARE = 0.18
+
+
+def check_disk(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    st = os.statvfs(path)
+    free = st.f_bavail / st.f_blocks if st.f_blocks else 1.0
+    if free < MIN_FREE_SHARE:
+        raise LabError(f"{path}: {free:.0%} of its filesystem is free; the lab's kubelets share this disk and "
+                       f"evict pods below 15% (kubelet's imagefs.available): free space first (the Go build cache "
+                       f"is often the largest: GOCACHE=/var/cache/skyrack/go/build go clean -cache)")
 
 
 def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = print,
