@@ -113,8 +113,10 @@ def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
             assert not bound, f"{bound} bound although only {n - 1} of the {n} members fit"
             time.sleep(3)
         kubectl(lab, "delete", "pod", "-n", TEAM, "gang-blocker", "--wait=true")
+        # the rejected group sits in the scheduler's unschedulable queue: retried at the latest after
+        # podMaxInUnschedulablePodsDuration (5 minutes, kube-scheduler's default)
         started = wait(f"all {n} members running once they fit",
-                       lambda: running(pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")), timeout=240)
+                       lambda: running(pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")), timeout=420)
         assert started
         nodes = {p["spec"]["nodeName"] for p in pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")}
         assert nodes == set(workers)
