@@ -236,7 +236,7 @@ def test_a_changed_quota_previews_as_one_update(lab, tmp_path):
     out = json.loads(proc.stdout)
     changes = [s for s in out["steps"] if s["op"] not in ("same", "read")]  # a StackReference is read every time
     assert out["changeSummary"].get("update") == 1 and len(changes) == 1, out["changeSummary"]
-    assert "ResourceQuota" in changes[0]["urn"] and changes[0]["urn"].endswith(f"{TEAM}/team-quota"), changes[0]["urn"]
+    assert "ResourceQuota" in changes[0]["urn"] and changes[0]["urn"].endswith(f"-{TEAM}-team-quota"), changes[0]["urn"]
 
 
 def test_the_stacks_config_lives_in_the_labs_workspace_not_in_the_checkout(lab):

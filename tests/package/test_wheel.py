@@ -110,7 +110,7 @@ def test_the_installed_package_finds_its_tools_outside_the_checkout(venv, tmp_pa
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
     env_path = f"{tools}{os.pathsep}{os.environ['PATH']}"
-    code = "from skyrack import azurite, userdata_check; print(azurite.BIN, userdata_check.CACHE, sep='\\n')"
+    code = "from skyrack import azurite, resources; print(azurite.BIN, resources.cache_dir(), sep='\\n')"
     proc = subprocess.run([str(venv / "bin/python"), "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={"PATH": env_path, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr
