@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ..plan import Member, Plan
 from ..render import cloud_init
@@ -202,6 +203,26 @@ systemctl daemon-reload
 REJOINED = "rm -f {dropin}\nrmdir --ignore-fail-on-non-empty $(dirname {dropin})\nsystemctl daemon-reload\n"
 
 
+T = TypeVar("T")
+RECONFIG_RETRY_SECONDS = 60.0
+
+
+def reconfigure(fn: Callable[[], T], timeout: float = RECONFIG_RETRY_SECONDS) -> T:
+    """A membership change, retried while etcd refuses it as "unhealthy cluster".
+
+    etcd's strict reconfiguration check refuses a member add or remove until every member it
+    would count on has been connected to the leader for a few seconds, so right after a leader
+    change or a member's restart the refusal is transient; anything else is raised at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except EtcdError as exc:
+            if "unhealthy cluster" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(2)
+
+
 def replace_member(target: Target, cluster: str, name: str, say: Say = print) -> MemberStatus:
     """Replace member `name` with an empty one on the same machine (its data directory lost or damaged).
 
@@ -226,9 +247,9 @@ def replace_member(target: Target, cluster: str, name: str, say: Say = print) ->
     say(f"{name}: etcd stopped, data directory moved aside")
     for old in c.members(url):
         if old.get("name") == name or peer_url in old.get("peerURLs", []):
-            c.member_remove(url, old["ID"])
+            reconfigure(lambda old=old: c.member_remove(url, old["ID"]))
             say(f"removed member {old['ID']} ({name}) through {url}")
-    new = c.member_add(url, peer_url)
+    new = reconfigure(lambda: c.member_add(url, peer_url))
     say(f"added {name} as member {new['ID']} ({peer_url})")
     ssh.run(name, f"systemctl start --no-block {UNIT}")
     wait_healthy(target, [member])
