@@ -1,0 +1,84 @@
+"""Benchmark: `./dev test` from scratch, as on a fresh machine: a clean clone, every cache empty.
+
+    .venv/bin/python bench/fresh_test.py [--work /var/tmp/skyrack-fresh] [--keep]
+
+Clones this checkout's HEAD into WORK/repo and runs `./dev test` there with
+`SKYRACK_CACHE=WORK/cache` (builds, Go module and build caches, lab images, tools), pip's cache
+off and npm's cache in WORK/npm, so nothing built or downloaded before is reused; only the
+Debian packages and the Go toolchain already on the machine are. `CI=true`, as in CI.
+
+Prints each phase of `./dev test` (its `==>` lines) with the minute it started, each built
+component's time (the build cache's history), pytest's summaries and the total; the budget is
+75 minutes. The full log is WORK/test.log. Run it on a quiet machine: every lab test and build
+shares the same 2 cores. WORK (~10 GiB) is removed after a passing run unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_MINUTES = 75
+SUMMARY = re.compile(r"^=+ .*(passed|failed|error).* in [\d.]+s.*=+$")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/var/tmp/skyrack-fresh"))
+    ap.add_argument("--keep", action="store_true", help="keep WORK (the clone, its caches and the log)")
+    args = ap.parse_args()
+    work: Path = args.work
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(work / "repo")], check=True)
+    env = {**os.environ, "SKYRACK_CACHE": str(work / "cache"), "PIP_NO_CACHE_DIR": "1",
+           "npm_config_cache": str(work / "npm"), "CI": "true"}
+    for k in ("VIRTUAL_ENV", "PYTHONPATH", "SKYRACK_TOOLS_CACHE", "SKYRACK_LAB_CACHE"):
+        env.pop(k, None)
+    print(f"from-scratch ./dev test of {head} in {work} (log {work / 'test.log'})", flush=True)
+    started = time.monotonic()
+    phases: list[tuple[float, str]] = []
+    summaries: list[str] = []
+    with open(work / "test.log", "w") as log:
+        proc = subprocess.Popen(["./dev", "test"], cwd=work / "repo", env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+            if plain.startswith("==> "):
+                phases.append((time.monotonic() - started, plain[4:]))
+                print(f"  {phases[-1][0] / 60:5.1f} min  {plain[4:]}", flush=True)
+            elif SUMMARY.match(plain):
+                summaries.append(plain.strip("= "))
+                print(f"  {(time.monotonic() - started) / 60:5.1f} min  pytest: {summaries[-1]}", flush=True)
+        rc = proc.wait()
+    total = time.monotonic() - started
+    hist = work / "cache" / "build" / "history.json"
+    builds = json.loads(hist.read_text()) if hist.exists() else {}
+    print("\nbuilt from scratch (seconds, while the other tests ran):")
+    for name, secs in sorted(builds.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:28} {secs:7.1f}")
+    print(f"  {'all builds':28} {sum(builds.values()):7.1f}")
+    verdict = "within" if total <= BUDGET_MINUTES * 60 else "OVER"
+    print(f"\n./dev test from scratch: exit {rc}, {total / 60:.1f} min ({verdict} the {BUDGET_MINUTES}-minute budget)")
+    if rc == 0 and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    elif rc != 0:
+        print(f"kept {work} for its log")
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
