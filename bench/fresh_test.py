@@ -3,9 +3,10 @@
     .venv/bin/python bench/fresh_test.py [--work /var/tmp/skyrack-fresh] [--keep]
 
 Clones this checkout's HEAD into WORK/repo and runs `./dev test` there with
-`SKYRACK_CACHE=WORK/cache` (builds, Go module and build caches, lab images, tools), pip's cache
-off and npm's cache in WORK/npm, so nothing built or downloaded before is reused; only the
-Debian packages and the Go toolchain already on the machine are. `CI=true`, as in CI.
+`SKYRACK_CACHE=WORK/cache` (builds, Go module and build caches, lab images, tools), Go's own
+caches (for ./dev's `go install`) in WORK, pip's cache off and npm's cache in WORK/npm, so
+nothing built or downloaded before is reused; only the Debian packages and the Go toolchain
+already on the machine are. `CI=true`, as in CI.
 
 Prints each phase of `./dev test` (its `==>` lines) with the minute it started, each built
 component's time (the build cache's history), pytest's summaries and the total; the budget is
@@ -43,7 +44,9 @@ def main() -> int:
                           check=True).stdout.strip()
     subprocess.run(["git", "clone", "-q", str(ROOT), str(work / "repo")], check=True)
     env = {**os.environ, "SKYRACK_CACHE": str(work / "cache"), "PIP_NO_CACHE_DIR": "1",
-           "npm_config_cache": str(work / "npm"), "CI": "true"}
+           "npm_config_cache": str(work / "npm"), "CI": "true",
+           # skyrack's own builds set these from SKYRACK_CACHE; ./dev's `go install` of actionlint uses them
+           "GOCACHE": str(work / "go-build"), "GOMODCACHE": str(work / "go-mod"), "GOPATH": str(work / "go-path")}
     for k in ("VIRTUAL_ENV", "PYTHONPATH", "SKYRACK_TOOLS_CACHE", "SKYRACK_LAB_CACHE"):
         env.pop(k, None)
     print(f"from-scratch ./dev test of {head} in {work} (log {work / 'test.log'})", flush=True)
