@@ -88,7 +88,7 @@ def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
         # cloud-init only starts the members (a member is ready once a quorum of its peers is): wait
         # for every one to answer healthy, as an operator would with `skyrack etcd status`.
         t = target(path, None, None, None)
-        ops.wait_healthy(t, [m for m in t.plan.members if m.role != "apiserver"], timeout=300)
+        ops.wait_healthy(t, [m for m in t.plan.members if m.role != "apiserver"], timeout=600)
         return seeds
 
     seeds = _run(go, as_json)
