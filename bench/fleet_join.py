@@ -7,8 +7,8 @@ and measures on the controller:
 
 - CPU seconds of this process and everything it ran (ansible-playbook and its forks, the SSH
   clients) plus, for Receptor, the controller's receptor node: the controller's share;
-- for Receptor, the CPU of the execution nodes' receptor processes and the workers under them
-  (on this machine too: the lab's execution nodes are local processes): the share moved off;
+- for Receptor, the CPU of the execution nodes (x01, x02: lab nodes on this machine, their
+  cgroups' cpuacct: receptor, the workers and their SSH clients): the share moved off;
 - task results (ok + failed + skipped + unreachable, summed over hosts) and wall time.
 
 controller CPU / task results = the controller's CPU per host per task.
@@ -60,15 +60,27 @@ def own_cpu() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def case(env: Path, runs: Path, via: str, parallel: int, mesh=None) -> dict:
+def node_cpu(name: str) -> float:
+    """CPU seconds of a lab node (its cgroup's cpuacct.usage, or cpu.stat on a cgroup v2 host)."""
+    from skyrack.lab import nodes
+
+    for g in nodes.cgroup_dirs(BRIDGE, name):
+        if (g / "cpuacct.usage").exists():
+            return int((g / "cpuacct.usage").read_text()) / 1e9
+        if (g / "cpu.stat").exists():
+            return int((g / "cpu.stat").read_text().split()[1]) / 1e6
+    return 0.0
+
+
+def case(env: Path, runs: Path, via: str, parallel: int, receptor_pid: int | None = None) -> dict:
     opts = driver.JoinOptions(runs_dir=runs, via=via, parallel=parallel, canary=parallel == 1)
-    ctl = [mesh.procs["controller"].pid] if mesh else []
-    exe = [p.pid for n, p in mesh.procs.items() if n != "controller"] if mesh else []
-    before = own_cpu(), sum(map(proc_cpu, ctl)), sum(map(proc_cpu, exe))
+    ctl = [receptor_pid] if via == "receptor" and receptor_pid else []
+    exe = ["x01", "x02"] if via == "receptor" else []
+    before = own_cpu(), sum(map(proc_cpu, ctl)), sum(map(node_cpu, exe))
     t0 = time.monotonic()
     result = driver.join_fleet(env, opts, quiet)
     wall = time.monotonic() - t0
-    after = own_cpu(), sum(map(proc_cpu, ctl)), sum(map(proc_cpu, exe))
+    after = own_cpu(), sum(map(proc_cpu, ctl)), sum(map(node_cpu, exe))
     hosts = [h for r in result.runs for h in r.hosts]
     tasks = sum(h.ok + h.failed + h.skipped + h.unreachable for h in hosts)
     controller = (after[0] - before[0]) + (after[1] - before[1])
@@ -118,8 +130,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
     ap.add_argument("--no-mitogen", action="store_true", help="leave out the Mitogen case")
     args = ap.parse_args()
-    from fleet.conftest import Mesh, with_execution  # the same mesh the tests run
-    from skyrack.build import receptor as receptor_build
+    from fleet.conftest import wait_routed, with_execution  # the same mesh the tests run
+    from skyrack.lab.state import Paths, load
 
     out = Console(stderr=True)
     rows = []
@@ -127,20 +139,18 @@ def main() -> None:
         tmp = Path(d)
         env = variants.make(ROOT / "configs/lab.yaml", tmp / "env", BRIDGE, OCTET, rack_nodes=args.rack_nodes,
                             etcd=1, kubernetes=False, racks=RACKS)
-        lifecycle.up(env, say=lambda _m: None)
-        mesh = Mesh(tmp / "mesh", receptor_build.binary(say=out.print), 27251, {})
-        mesh.dir.mkdir()
         try:
-            mesh.start("controller")
+            lifecycle.up(env, say=out.print)  # with the lab's mesh: its Receptor, execution nodes x01 and x02
             for x in ("x01", "x02"):
-                mesh.start(x)
+                wait_routed(x)
+            st = load(Paths.for_bridge(BRIDGE))
+            receptor_pid = st.receptor_pid if st else None
 
             class L:  # what with_execution reads
                 pass
             lab = L()
             lab.env = env  # type: ignore[attr-defined]
-            renv = with_execution(lab, tmp / "renv", mesh.socket,  # type: ignore[arg-type]
-                                  {"x01": ["r01", "r02"], "x02": ["r03"]})
+            renv = with_execution(lab, tmp / "renv", {"x01": ["r01", "r02"], "x02": ["r03"]})  # type: ignore[arg-type]
             runs = tmp / "runs"
             out.print("converging the fleet lab once (not measured)")
             first = driver.join_fleet(env, driver.JoinOptions(runs_dir=runs, parallel=RACKS), quiet)
@@ -153,15 +163,13 @@ def main() -> None:
                 for _ in range(args.repeat):
                     with mitogen_strategy() if via.endswith("mitogen") else contextlib.nullcontext():
                         r = case(renv if via == "receptor" else env, runs, via.split("+")[0], parallel,
-                                 mesh if via == "receptor" else None)
+                                 receptor_pid)
                     r["via"] = via
                     if best is None or r["controller_cpu_s"] < best["controller_cpu_s"]:
                         best = r
                 out.print(best)
                 rows.append(best)
         finally:
-            for name in list(mesh.procs):
-                mesh.stop(name)
             if not args.keep:
                 lifecycle.down(env, say=lambda _m: None)
     result = {"cases": rows, "mitogen": f"mitogen {MITOGEN}, strategy mitogen_linear", "cores": os.cpu_count(),

@@ -43,7 +43,8 @@ quiet = Console(file=open("/dev/null", "w"))  # progress off: only timings matte
 
 
 def lab_env(tmp: Path, nodes: int) -> Path:
-    return variants.make(ROOT / "configs/lab.yaml", tmp / f"n{nodes}", BRIDGE, OCTET, rack_nodes=nodes, etcd=1)
+    return variants.make(ROOT / "configs/lab.yaml", tmp / f"n{nodes}", BRIDGE, OCTET, rack_nodes=nodes, etcd=1, racks=1,
+                         execution=False)
 
 
 def timed_join(env: Path, runs: Path, settings: str, limit: list[str] | None = None) -> tuple[float, int, bool]:
@@ -76,7 +77,7 @@ def converge(tmp: Path, nodes: int, settings: str) -> dict:
 
 def real_cluster(tmp: Path, nodes: int = 3) -> dict:
     """lab up -> join (kubeadm join) -> every worker Ready; then the re-run of lab up and join."""
-    env = variants.make(ROOT / "configs/lab.yaml", tmp / "cluster", BRIDGE, OCTET, rack_nodes=nodes)
+    env = variants.make(ROOT / "configs/lab.yaml", tmp / "cluster", BRIDGE, OCTET, rack_nodes=nodes, racks=1, execution=False)
     lifecycle.down(env, say=lambda _m: None)
     lab = lifecycle.open_lab(env)
     t0 = time.monotonic()

@@ -74,7 +74,7 @@ def summary(out: str) -> dict:
 
 
 def run(tmp: Path) -> dict:
-    env = variants.make(ROOT / "configs/lab.yaml", tmp / "lab", BRIDGE, OCTET, rack_nodes=1, etcd=1)
+    env = variants.make(ROOT / "configs/lab.yaml", tmp / "lab", BRIDGE, OCTET, rack_nodes=1, etcd=1, racks=1, execution=False)
     lifecycle.down(env, say=lambda _m: None)
     lifecycle.up(env, say=lambda _m: None)
     lab = lifecycle.open_lab(env)

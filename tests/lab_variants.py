@@ -12,28 +12,44 @@ from pathlib import Path
 import yaml
 
 from skyrack import plan as planmod
+from skyrack.lab import mesh
+from skyrack.lab.state import Paths
 
 BASE_PREFIX = "198.18.0."
 
 
 def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int | None = None,
-         etcd: int | None = None, kubernetes: bool = True, racks: int = 1) -> Path:
+         etcd: int | None = None, kubernetes: bool = True, racks: int | None = None,
+         execution: bool = True) -> Path:
     """Write `<dest_dir>/lab.yaml` (+ lock) and return its path. `kubernetes=False`: a lab of hosts
     only (no Kubernetes mirror, so nothing is built and the API servers boot without user-data).
-    `racks=2`: the file's first rack again as `r02`, `r03`, ... (same size, the next addresses)."""
+    `rack_nodes`: every rack's size. `racks=3`: the file's racks, then its first again as `r03`, ...
+    (the next addresses), or only the first `racks` of them. `execution=False`: no Receptor mesh."""
     data = yaml.safe_load(source.read_text())
     data["lab"]["bridge"] = bridge
     if not kubernetes:
         data["mirrors"].update(kubernetes=None, registry=None)
     if rack_nodes is not None:
-        data["racks"][0]["node_range"]["count"] = rack_nodes
+        for rack in data["racks"]:
+            rack["node_range"]["count"] = rack_nodes
     first = data["racks"][0]
-    for i in range(2, racks + 1):
+    wanted = len(data["racks"]) if racks is None else racks
+    del data["racks"][wanted:]
+    for i in range(len(data["racks"]) + 1, wanted + 1):
         rng = first["node_range"]
         base = rng["first_ip"].rsplit(".", 1)
         ip = f"{base[0]}.{int(base[1]) + 10 * (i - 1)}"  # r01 .131..., r02 .141..., r03 .151...
         data["racks"].append({**first, "name": f"r{i:02d}",
                               "node_range": {**rng, "first_ip": ip, "name": f"r{i:02d}-n{{index:02d}}"}})
+    names = [r["name"] for r in data["racks"]]
+    ex = data.get("execution")
+    if ex is not None:
+        ex["nodes"] = [{**x, "racks": [r for r in x["racks"] if r in names]} for x in ex["nodes"]]
+        ex["nodes"] = [x for x in ex["nodes"] if x["racks"]]
+        if not execution or not ex["nodes"]:
+            del data["execution"]
+        else:  # the lab's Receptor socket is in this bridge's state directory
+            ex["receptor_socket"] = str(mesh.socket_path(Paths.for_bridge(bridge)))
     if etcd is not None:
         data["control_plane"]["etcd"]["count"] = etcd
     text = yaml.safe_dump(data, sort_keys=False).replace(BASE_PREFIX, f"198.18.{octet}.")

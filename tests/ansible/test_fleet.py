@@ -170,3 +170,80 @@ def test_execution_nodes_are_validated_with_the_file(tmp_path):
     assert f"{env}: execution.nodes[0].racks[1]: unknown rack 'r07' (racks: r01, r02)" in text
     assert f"{env}: execution.nodes[1].racks[0]: rack 'r01' is already served by x01" in text
     assert f"{env}: execution.nodes[2].name: execution node 'x01' is already defined at execution.nodes[0]" in text
+
+
+def _edited(tmp_path, change) -> object:
+    import yaml
+
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path / "env", "skyrackf0", 50, kubernetes=False)
+    data = yaml.safe_load(env.read_text())
+    change(data)
+    env.write_text(yaml.safe_dump(data, sort_keys=False))
+    return env
+
+
+def test_the_rollout_comes_from_the_file_and_the_command_line_overrides_it(tmp_path):
+    from skyrack import plan as planmod
+    from skyrack.join import driver
+
+    env = _edited(tmp_path, lambda d: d["join"].update(parallel=3, joins_per_minute=40))
+    p = planmod.make(env)
+    opts = driver.JoinOptions()
+    driver.rollout(opts, p)
+    assert (opts.parallel, opts.canary, opts.joins_per_minute) == (3, False, 40)  # lab.yaml: no canary
+    opts = driver.JoinOptions(parallel=1, canary=True, joins_per_minute=7)
+    driver.rollout(opts, p)
+    assert (opts.parallel, opts.canary, opts.joins_per_minute) == (1, True, 7)
+    env = _edited(tmp_path / "bare", lambda d: d.pop("join"))
+    opts = driver.JoinOptions()
+    driver.rollout(opts, planmod.make(env))  # no `join:`: one rack at a time, a canary, 200 per minute
+    assert (opts.parallel, opts.canary, opts.joins_per_minute) == (1, True, fleet.DEFAULT_JOINS_PER_MINUTE)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["join"].update(parallel=0), "join.parallel: Input should be greater than or equal to 1"),
+    (lambda d: d["join"].update(canary="no"), "join.canary: Input should be a valid boolean"),
+    (lambda d: d["join"].update(speed=2), "join.speed: unknown key"),
+    (lambda d: d["execution"].update(controller="198.18.50.1:99999"),
+     "execution.controller: '198.18.50.1:99999': the port must be 1-65535"),
+    (lambda d: d["execution"].update(controller="198.18.50.1"), "execution.controller: String should match pattern"),
+])
+def test_a_bad_rollout_or_controller_is_refused_with_its_field(tmp_path, change, message):
+    env = _edited(tmp_path, change)
+    proc = run_cli("validate", str(env))
+    assert proc.returncode == 1, proc.stdout
+    assert f"{env}: {message}" in " ".join(proc.stderr.split()) and "Traceback" not in proc.stderr
+
+
+def test_an_execution_node_boots_receptor_dialling_the_controller(userdata_checker):
+    import yaml
+
+    from skyrack import plan as planmod
+    from skyrack.render import cloud_init
+
+    p = planmod.make(CONFIGS / "lab.yaml")
+    x02 = p.env.execution.nodes[1]
+    text = cloud_init.execution_node(p, x02, receptor="/usr/local/bin/receptor", runner_dir="/opt/runner/bin")
+    assert userdata_checker.check("x02", text).ok, userdata_checker.check("x02", text).problems
+    doc = yaml.safe_load(text)
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    config = {k: v for item in yaml.safe_load(files["/etc/receptor/receptor.yaml"]) for k, v in item.items()}
+    assert config["node"]["id"] == "x02"
+    assert config["tcp-peer"] == {"address": "198.18.0.1:27199", "redial": True}
+    assert config["work-command"] == {"worktype": "ansible-runner", "command": "/opt/runner/bin/ansible-runner",
+                                      "params": "worker", "allowruntimeparams": True}
+    unit = files["/etc/systemd/system/skyrack-receptor.service"]
+    assert "ExecStart=/usr/local/bin/receptor --config /etc/receptor/receptor.yaml" in unit
+    assert "Environment=PATH=/opt/runner/bin:" in unit and "Restart=always" in unit
+    assert ["systemctl", "enable", "--now", "skyrack-receptor.service"] in doc["runcmd"]
+
+
+def test_the_lab_refuses_an_execution_section_it_does_not_run(tmp_path):
+    env = _edited(tmp_path, lambda d: d["execution"].update(receptor_socket="/run/other.sock",
+                                                             controller="198.18.50.1:1234"))
+    proc = run_cli("lab", "status", str(env))
+    assert proc.returncode == 1
+    text = " ".join(proc.stderr.split())
+    assert f"{env}: execution.receptor_socket: the lab's Receptor control socket is " \
+           "/var/lib/skyrack/lab/skyrackf0/receptor/control.sock; set that" in text, text
+    assert f"{env}: execution.controller: the lab's Receptor listens on 198.18.50.1:27199; set that" in text

@@ -26,18 +26,22 @@ def windows(data: dict) -> dict[str, tuple[float, float]]:
     return {r["rack"]: (r["started"], r["ended"]) for r in data["racks"]}
 
 
-def assert_unchanged(fleet_lab, runs: Path, *args: str) -> dict:
-    rc, data, err = join(fleet_lab, runs, "--parallel", "2", *args)
+def assert_unchanged(fleet_lab, runs: Path) -> dict:
+    """The converged re-run, with what the file says (configs/lab.yaml: join.parallel 2, no canary)."""
+    rc, data, err = join(fleet_lab, runs)
     assert rc == 0, err
     assert {h["host"]: h["changed"] for r in data["racks"] for h in r["hosts"]} == \
         {h: 0 for hosts in RACKS.values() for h in hosts}
+    assert data["parallel"] == 2 and data["canary"] is False
+    w = windows(data)
+    assert w["r01"][0] < w["r02"][1] and w["r02"][0] < w["r01"][1], w  # no canary: the first two at once
     return data
 
 
 def test_racks_run_in_parallel_after_the_canary(fleet_lab, runs):
-    rc, data, err = join(fleet_lab, runs, "--parallel", "2")
+    rc, data, err = join(fleet_lab, runs, "--parallel", "2", "--canary")
     assert rc == 0, err
-    assert data["ok"] is True and data["parallel"] == 2 and data["not_started"] == []
+    assert data["ok"] is True and data["parallel"] == 2 and data["canary"] is True and data["not_started"] == []
     assert [r["rack"] for r in data["racks"]] == list(RACKS)
     assert all(h["result"] == "ok" and h["changed"] > 0 for r in data["racks"] for h in r["hosts"])
     w = windows(data)
@@ -54,7 +58,7 @@ def test_racks_run_in_parallel_after_the_canary(fleet_lab, runs):
 def test_a_failed_canary_starts_no_other_rack_and_the_retry_converges(fleet_lab, runs):
     assert run_cli("lab", "stop", "r01-n01", str(fleet_lab.env)).returncode == 0
     try:
-        rc, data, err = join(fleet_lab, runs, "--parallel", "2")
+        rc, data, err = join(fleet_lab, runs, "--parallel", "2", "--canary")
     finally:
         assert run_cli("lab", "up", str(fleet_lab.env), timeout=600).returncode == 0
     assert rc == 1, err
@@ -62,7 +66,7 @@ def test_a_failed_canary_starts_no_other_rack_and_the_retry_converges(fleet_lab,
     assert data["racks"][0]["hosts"][0]["result"] == "unreachable"
     assert data["stopped_by"] == "r01" and data["not_started"] == ["r02", "r03"]
     assert "racks not started: r02, r03" in err
-    rc, data, err = join(fleet_lab, runs, "--parallel", "2", "--retry-failed")
+    rc, data, err = join(fleet_lab, runs, "--parallel", "2", "--canary", "--retry-failed")
     assert rc == 0, err
     assert [r["rack"] for r in data["racks"]] == ["r01"]
     assert_unchanged(fleet_lab, runs)

@@ -1,6 +1,9 @@
 """`skyrack join --via receptor`: each rack's run on its execution node (ansible-runner transmit -> Receptor ->
 worker -> process), events back into the same summary and records; a lost execution node fails its rack.
 
+The execution nodes are the fleet lab's own (x01, x02: lab nodes booted with skyrack's execution-node
+user-data), their runs reach the racks over SSH from their own addresses.
+
 Every real run is followed by one that must report changed=0.
 """
 
@@ -18,7 +21,7 @@ import pytest
 
 from support import ROOT, run_cli
 
-from .conftest import RACKS, join, with_execution
+from .conftest import RACKS, join, wait_routed, with_execution
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SERVES = {"x01": ["r01", "r02"], "x02": ["r03"]}
@@ -30,13 +33,15 @@ def runs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def rlab(fleet_lab, mesh, tmp_path_factory):
-    env = with_execution(fleet_lab, tmp_path_factory.mktemp("env-receptor"), mesh.socket, SERVES)
+def rlab(fleet_lab, tmp_path_factory):
+    for name in SERVES:
+        wait_routed(name)
+    env = with_execution(fleet_lab, tmp_path_factory.mktemp("env-receptor"), SERVES)
     return dataclasses.replace(fleet_lab, env=env)
 
 
 def assert_unchanged(rlab, runs: Path) -> dict:
-    rc, data, err = join(rlab, runs, "--via", "receptor", "--parallel", "2")
+    rc, data, err = join(rlab, runs, "--via", "receptor", "--parallel", "2", "--canary")
     assert rc == 0, err
     assert {h["host"]: h["changed"] for r in data["racks"] for h in r["hosts"]} == \
         {h: 0 for hosts in RACKS.values() for h in hosts}
@@ -47,7 +52,7 @@ def test_racks_run_on_their_execution_nodes_in_parallel(rlab, runs):
     # a change for every host, so the run through receptor is shown to apply it (the local tests converged them)
     for hosts in RACKS.values():
         rlab.ssh(hosts[0], "rm -f /etc/security/limits.d/90-skyrack.conf")
-    rc, data, err = join(rlab, runs, "--via", "receptor", "--parallel", "2")
+    rc, data, err = join(rlab, runs, "--via", "receptor", "--parallel", "2", "--canary")
     assert rc == 0, err
     by_rack = {r["rack"]: r for r in data["racks"]}
     assert {r: by_rack[r]["via"] for r in RACKS} == {"r01": "receptor:x01", "r02": "receptor:x01",
@@ -62,10 +67,15 @@ def test_racks_run_on_their_execution_nodes_in_parallel(rlab, runs):
         assert json.loads((record / "summary.json").read_text())["hosts"][0]["report"], r["rack"]
     for hosts in RACKS.values():
         assert rlab.ssh(hosts[0], "grep -c nofile /etc/security/limits.d/90-skyrack.conf").strip() == "4"
+    # the runs reached the racks from the execution nodes' own addresses, not from the lab host
+    ips = {h["name"]: h["ip"] for h in rlab.status()["hosts"]}
+    for rack, node in (("r01", "x01"), ("r03", "x02")):
+        log = rlab.ssh(RACKS[rack][0], "journalctl -q --no-pager -u ssh.service")
+        assert f"Accepted publickey for root from {ips[node]} " in log, (rack, node)
     assert_unchanged(rlab, runs)
 
 
-def test_a_lost_execution_node_fails_its_rack_and_the_retry_converges(rlab, mesh, runs):
+def test_a_lost_execution_node_fails_its_rack_and_the_retry_converges(rlab, fleet_lab, runs):
     rlab.ssh("r03-n01", "rm -f /etc/security/limits.d/90-skyrack.conf")
     cmd = [sys.executable, "-m", "skyrack", "join", str(rlab.env), "--runs-dir", str(runs), "--json",
            "--via", "receptor", "--rack", "r03"]
@@ -78,11 +88,12 @@ def test_a_lost_execution_node_fails_its_rack_and_the_retry_converges(rlab, mesh
                 len(list((newest / "artifacts/ansible/job_events").glob("*.json"))) > 10:
             break
         time.sleep(0.3)
-    mesh.stop("x02", lost=True)
+    assert run_cli("lab", "stop", "x02", str(fleet_lab.env)).returncode == 0  # the machine goes away
     try:
         out, err = proc.communicate(timeout=300)
     finally:
-        mesh.start("x02")
+        assert run_cli("lab", "up", str(fleet_lab.env), timeout=600).returncode == 0
+        wait_routed("x02")
     assert proc.returncode == 1, err
     data = json.loads(out)
     host = data["racks"][0]["hosts"][0]
@@ -94,8 +105,8 @@ def test_a_lost_execution_node_fails_its_rack_and_the_retry_converges(rlab, mesh
     assert_unchanged(rlab, runs)
 
 
-def test_an_unknown_execution_node_is_refused_before_any_rack_starts(rlab, mesh, runs, tmp_path):
-    env = with_execution(rlab, tmp_path / "unknown", mesh.socket, {"x01": ["r01", "r02"], "x09": ["r03"]})
+def test_an_unknown_execution_node_is_refused_before_any_rack_starts(rlab, runs, tmp_path):
+    env = with_execution(rlab, tmp_path / "unknown", {"x01": ["r01", "r02"], "x09": ["r03"]})
     proc = run_cli("join", str(env), "--runs-dir", str(tmp_path / "runs"), "--via", "receptor")
     assert proc.returncode == 1
     assert f"{env}: execution.nodes[1].name: execution node 'x09' is not reachable through Receptor " \
@@ -104,15 +115,15 @@ def test_an_unknown_execution_node_is_refused_before_any_rack_starts(rlab, mesh,
 
 
 def test_an_unreachable_receptor_is_refused_before_any_rack_starts(rlab, tmp_path):
-    env = with_execution(rlab, tmp_path / "nosocket", tmp_path / "absent.sock", SERVES)
+    env = with_execution(rlab, tmp_path / "nosocket", SERVES, socket=tmp_path / "absent.sock")
     proc = run_cli("join", str(env), "--runs-dir", str(tmp_path / "runs"), "--via", "receptor")
     assert proc.returncode == 1
     assert f"{env}: execution.receptor_socket: Receptor does not answer on {tmp_path / 'absent.sock'}" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()
 
 
-def test_racks_no_execution_node_serves_are_refused(rlab, mesh, tmp_path):
-    env = with_execution(rlab, tmp_path / "unserved", mesh.socket, {"x01": ["r01"]})
+def test_racks_no_execution_node_serves_are_refused(rlab, tmp_path):
+    env = with_execution(rlab, tmp_path / "unserved", {"x01": ["r01"]})
     proc = run_cli("join", str(env), "--runs-dir", str(tmp_path / "runs"), "--via", "receptor")
     assert proc.returncode == 1
     assert f"{env}: execution.nodes: no execution node serves rack(s) r02, r03" in proc.stderr, proc.stderr

@@ -52,7 +52,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     reason = lab_missing()
     if reason:
         need(reason)
-    env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET)
+    # no execution nodes: the fleet tests run the Receptor mesh (tests/fleet)
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET, execution=False)
     seeds = tmp_path_factory.mktemp("seeds")
     # The NoCloud hook (`--seed-dir`): user-data for one host, in place of what it would get.
     (seeds / "r01-n03.yaml").write_text(

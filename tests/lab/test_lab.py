@@ -92,7 +92,8 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
     """A small lab of its own: kill its processes hard, `up` recovers with disks intact, `down` leaves nothing."""
     if lab_missing():
         need(str(lab_missing()))
-    env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1, kubernetes=False)
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1, kubernetes=False,
+                        racks=1)  # and its execution node x01, with the lab's Receptor
     paths = Paths.for_bridge("skyrackt1")
     try:
         assert run_cli("lab", "up", str(env), timeout=600).returncode == 0
@@ -102,12 +103,23 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
         for host in st["hosts"].values():  # a crash: everything dies at once, nothing cleans up
             os.killpg(host["pid"], signal.SIGKILL)
         os.kill(st["proxy_pid"], signal.SIGKILL)
+        os.killpg(st["receptor_pid"], signal.SIGKILL)
         time.sleep(1)
         assert run_cli("lab", "status", str(env)).returncode == 1
         proc = run_cli("lab", "up", str(env), timeout=600)
         assert proc.returncode == 0, proc.stderr
         assert subprocess.run([*ssh, "cat /root/disk-survives"], capture_output=True, text=True,
                               timeout=30).stdout.strip() == "kept"
+        # the mesh is back: the lab's Receptor runs again and execution node x01 has dialled it
+        status = json.loads(run_cli("lab", "status", str(env), "--json").stdout)
+        assert status["receptor"] == str(paths.root / "receptor/control.sock"), status
+        assert any(h["name"] == "x01" and h["running"] for h in status["hosts"]), status["hosts"]
+        from skyrack.join import receptor
+
+        deadline = time.monotonic() + 60
+        while "x01" not in (receptor.status(status["receptor"]).get("RoutingTable") or {}):
+            assert time.monotonic() < deadline, "x01 did not dial the lab's Receptor again"
+            time.sleep(0.5)
     finally:
         down = run_cli("lab", "down", str(env), timeout=300)
     assert down.returncode == 0, down.stderr
@@ -117,8 +129,9 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
                                              text=True).stdout
     assert str(paths.root) not in Path("/proc/self/mountinfo").read_text()
     assert not any((h / "skyrack-lab-skyrackt1").exists() for h in Path("/sys/fs/cgroup").iterdir())
-    leftover = subprocess.run(["pgrep", "-f", f"{paths.root}/nodes"], capture_output=True, text=True).stdout
-    assert leftover == ""
+    for what in ("nodes", "receptor"):  # no node and not the lab's Receptor
+        leftover = subprocess.run(["pgrep", "-f", f"{paths.root}/{what}"], capture_output=True, text=True).stdout
+        assert leftover == "", what
 
 
 def test_user_data_for_a_host_not_in_the_lab_is_refused(tmp_path):

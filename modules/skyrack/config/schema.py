@@ -410,7 +410,18 @@ class Execution(Strict):
     socket, and which execution node (a Receptor node running `ansible-runner worker`) serves which racks."""
 
     receptor_socket: Annotated[str, Field(pattern=r"^/[^\x00-\x1f]{1,200}$")] = "/run/receptor/receptor.sock"
+    # host:port of the controller's Receptor TCP listener, which execution nodes dial (their user-data)
+    controller: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")] | None = None
     nodes: Annotated[list[ExecutionNode], Field(min_length=1)]
+
+
+class Join(Strict):
+    """How `skyrack join` rolls out across racks, unless its command line says otherwise (docs/join.md)."""
+
+    parallel: Annotated[StrictInt, Field(ge=1, le=256)] = 1  # racks at once (after the canary)
+    canary: StrictBool = True  # the first rack alone first; its failure starts no other rack
+    # kubeadm joins the control plane is given per minute (each one is a CSR, a Node and its leases)
+    joins_per_minute: Annotated[StrictInt, Field(ge=1, le=100_000)] = 200
 
 
 class Backups(Strict):
@@ -449,6 +460,7 @@ class Environment(Strict):
     teams: list[Team] = Field(default_factory=list)
     racks: list[Rack] = Field(default_factory=list)
     backups: Backups = Backups()
+    join: Join = Join()
     execution: Execution | None = None
     lab: Lab | None = None
     cluster: ClusterLayer = Field(default_factory=lambda: ClusterLayer())

@@ -56,6 +56,8 @@ def semantic_problems(env: Environment, file_name: str | None = None) -> list[tu
         racks = [r.name for r in env.racks]
         served: dict[str, str] = {}
         _dupes(out, "execution.nodes", [x.name for x in env.execution.nodes], "execution node")
+        if env.execution.controller is not None and not 0 < int(env.execution.controller.rsplit(":", 1)[1]) < 65536:
+            out.append(("execution.controller", f"{env.execution.controller!r}: the port must be 1-65535"))
         for xi, x in enumerate(env.execution.nodes):
             for ki, r in enumerate(x.racks):
                 if r not in racks:

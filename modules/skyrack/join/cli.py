@@ -35,12 +35,16 @@ def join(
                                                        "after each run, oldest first.")] = driver.JoinOptions.keep_runs,
     via: Annotated[Via, typer.Option(help="Where each rack's run executes: here, or on the execution node the "
                                           "environment's `execution:` section names for it (Receptor).")] = Via.local,
-    parallel: Annotated[int, typer.Option(min=1, help="Racks at once, after a first (canary) rack alone.")] = 1,
-    canary: Annotated[bool, typer.Option("--canary/--no-canary",
-                                         help="Run the first rack alone first; its failure starts no other.")] = True,
-    joins_per_minute: Annotated[int, typer.Option(
-        min=1, help="Bound on kubeadm joins per minute the control plane is given (racks start no faster).")
-    ] = fleet.DEFAULT_JOINS_PER_MINUTE,
+    parallel: Annotated[int | None, typer.Option(
+        min=1, help="Racks at once, after a first (canary) rack alone [default: the file's join.parallel, or 1].")
+    ] = None,
+    canary: Annotated[bool | None, typer.Option(
+        "--canary/--no-canary", help="Run the first rack alone first; its failure starts no other "
+                                     "[default: the file's join.canary, or yes].", show_default=False)] = None,
+    joins_per_minute: Annotated[int | None, typer.Option(
+        min=1, help="Bound on kubeadm joins per minute the control plane is given (racks start no faster) "
+                    f"[default: the file's join.joins_per_minute, or {fleet.DEFAULT_JOINS_PER_MINUTE}].")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Prepare and join racks' workers with Ansible (a canary rack, then --parallel at once); exit 1 if any host failed."""
@@ -59,11 +63,11 @@ def join(
         what = "no failed hosts to retry" if retry_failed else "no hosts selected"
         err.print(f"{what}: nothing to do")
         if as_json:
-            print(driver.summary_json(result, parallel))
+            print(driver.summary_json(result))
         return
     bad = any(fleet.failed(r) for r in runs)
     if as_json:
-        print(driver.summary_json(result, parallel))
+        print(driver.summary_json(result))
     else:
         out.print(summary_table(runs))
         skipped = skipped_table([h for r in runs for h in r.hosts])

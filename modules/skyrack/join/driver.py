@@ -56,9 +56,10 @@ class JoinOptions:
     settings: str = "project"  # "defaults": Ansible's own defaults (for the benchmark)
     extravars: dict[str, Any] = field(default_factory=dict)
     via: str = "local"  # "receptor": each rack's run on its execution node (receptor.py)
-    parallel: int = 1  # racks at once after the canary rack (fleet.py)
-    canary: bool = True  # the first rack alone first
-    joins_per_minute: int = fleet.DEFAULT_JOINS_PER_MINUTE  # the control plane's bound (docs/join.md)
+    # None: what the environment file's `join:` section says (its defaults: 1, True, 200)
+    parallel: int | None = None  # racks at once after the canary rack (fleet.py)
+    canary: bool | None = None  # the first rack alone first
+    joins_per_minute: int | None = None  # the control plane's bound (docs/join.md)
 
 
 def role_tags() -> list[str]:
@@ -261,10 +262,9 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     A rack with a failed host stops the racks not yet started; the running ones finish."""
     if opts.settings not in SETTINGS:
         raise ValueError(f"settings must be one of {SETTINGS}")
-    if opts.parallel < 1 or opts.joins_per_minute < 1:
-        raise ValueError("parallel and joins_per_minute must be at least 1")
     opts.runs_dir = opts.runs_dir.resolve()  # ansible-runner works from ansible/playbooks: no relative paths
     p = planmod.make(env_path)
+    rollout(opts, p)
     public: dict[str, Any] | None = None
     secrets: dict[str, Any] = {}
     if opts.outputs is not None:
@@ -301,8 +301,18 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
             on_rack=on_rack, on_stop=stopped, cancel=cancel, canary=opts.canary).run()
 
 
-def summary_json(result: fleet.FleetResult, parallel: int = 1) -> str:
+def rollout(opts: JoinOptions, p: planmod.Plan) -> None:
+    """Fill what the command line left unset from the environment file's `join:` section."""
+    file = p.env.join
+    opts.parallel = file.parallel if opts.parallel is None else opts.parallel
+    opts.canary = file.canary if opts.canary is None else opts.canary
+    opts.joins_per_minute = file.joins_per_minute if opts.joins_per_minute is None else opts.joins_per_minute
+    if opts.parallel < 1 or opts.joins_per_minute < 1:
+        raise ValueError("parallel and joins_per_minute must be at least 1")
+
+
+def summary_json(result: fleet.FleetResult) -> str:
     runs = result.runs
     return json.dumps({"ok": all(not fleet.failed(r) for r in runs) and not result.not_started,
-                       "parallel": parallel, "racks": [r.to_dict() for r in runs],
+                       "parallel": result.parallel, "canary": result.canary, "racks": [r.to_dict() for r in runs],
                        "not_started": result.not_started, "stopped_by": result.stopped_by}, indent=2)

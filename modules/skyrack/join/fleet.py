@@ -22,9 +22,10 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from ..config.schema import Join
 from .records import RackRun
 
-DEFAULT_JOINS_PER_MINUTE = 200
+DEFAULT_JOINS_PER_MINUTE = Join().joins_per_minute  # the environment file's `join.joins_per_minute`
 
 
 class JoinBudget:
@@ -67,6 +68,8 @@ class FleetResult:
     runs: list[RackRun] = field(default_factory=list)  # in the order the racks started
     not_started: list[str] = field(default_factory=list)  # racks the failure policy kept from starting
     stopped_by: str | None = None  # the rack whose failure stopped the others
+    parallel: int = 1  # the schedule it ran with
+    canary: bool = True
 
 
 RunRack = Callable[[str, list[str]], RackRun]
@@ -93,7 +96,7 @@ class Fleet:
     def __post_init__(self) -> None:
         if self.parallel < 1:
             raise ValueError("parallel must be at least 1")
-        self.result = FleetResult()
+        self.result = FleetResult(parallel=self.parallel, canary=self.canary)
         self.pending = list(self.selected)
         self.running: dict[Future[RackRun], str] = {}
 

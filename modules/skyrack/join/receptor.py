@@ -30,9 +30,10 @@ import ansible_runner
 
 from .. import plan as planmod
 from ..errors import InputError, Problem
+from ..render import cloud_init
 from .node_files import ANSIBLE_DIR, TEMPLATES
 
-WORK_TYPE = "ansible-runner"  # the execution node's receptor `work-command` (see docs/join.md)
+WORK_TYPE = cloud_init.RECEPTOR_WORK_TYPE  # the execution node's receptor `work-command` (its user-data)
 WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
 PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is in the repository)
 

@@ -21,13 +21,14 @@ from pathlib import Path
 from .. import azurite, build, daemon, upstream
 from .. import plan as planmod
 from ..errors import InputError, Problem
-from . import cluster, controlplane, image, network, nodes, site, ssh
+from . import cluster, controlplane, image, mesh, network, nodes, site, ssh
 from .state import STATE_ROOT, Host, LabState, Paths, load, save
 
 TOOLS = ("systemd-nspawn", "debootstrap", "iptables", "ssh", "ssh-keygen", "ip")
 KUBERNETES_TOOLS = ("go", "umoci", "skopeo", "docker-registry", "dpkg-deb", "apt-ftparchive", "gpg", "cc", "setcap")
-# Boot order: etcd before the API servers (kubeadm init needs it), the API servers before the workers.
-STAGES = (("etcd", "etcd-events"), ("apiserver",), ("worker",))
+# Boot order: etcd before the API servers (kubeadm init needs it), the API servers before the workers;
+# execution nodes (mesh.py) with the workers.
+STAGES = (("etcd", "etcd-events"), ("apiserver",), ("worker", mesh.ROLE))
 APISERVER_TIMEOUT = 900  # cloud-init installs Kubernetes and runs kubeadm init
 Say = Callable[[str], None]
 
@@ -63,7 +64,7 @@ class Lab:
 
     def hosts(self) -> list[Host]:
         return ([Host(m.name, m.ip, m.role) for m in self.plan.members]
-                + [Host(n.name, n.ip, "worker") for n in self.plan.nodes])
+                + [Host(n.name, n.ip, "worker") for n in self.plan.nodes] + mesh.hosts(self.plan))
 
 
 def open_lab(env_path: Path) -> Lab:
@@ -87,6 +88,7 @@ def open_lab(env_path: Path) -> Lab:
     elif p.env.mirrors.registry is not None:
         problems.append(Problem(str(env_path), "mirrors.registry", "the lab fills its registry only when it builds "
                                                                    "Kubernetes: set mirrors.kubernetes too"))
+    problems += mesh.check(p, lab.paths, str(p.env.lab.host_ip))
     if problems:
         raise InputError(problems)
     return lab
@@ -144,6 +146,7 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     network.ensure_bridge(cfg.bridge, str(cfg.host_ip), str(cfg.subnet))
     st.rules = network.ensure_rules(cfg.bridge, str(cfg.subnet))
     _start_site(lab, st, artifacts, say)
+    receptor = _start_mesh(lab, st, say)
     if controlplane.backups_configured(lab.plan) and not azurite.alive(st.azurite_pid):
         st.azurite_pid = controlplane.start_azurite(lab.plan, paths, say)
     save(paths, st)
@@ -155,11 +158,12 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
         nodes.remove(paths, name)
         del st.hosts[name]
     seeds = {**controlplane.user_data(lab.plan, controlplane.ensure_pki(lab.plan, paths), lab.plan.env.mirrors.kubernetes),
-             **(user_data or {})}
+             **mesh.user_data(lab.plan), **(user_data or {})}
     pub = ssh.ensure_key(paths)
     for roles in STAGES:
         stage = [h for h in wanted.values() if h.role in roles]
-        started = [h for h in stage if _boot(lab, st, img.rootfs, h, seeds.get(h.name), pub)]
+        started = [h for h in stage if _boot(lab, st, img.rootfs, h, seeds.get(h.name), pub,
+                                             mesh.binds(paths, receptor) if receptor and h.role == mesh.ROLE else [])]
         ssh.write(paths, list(st.hosts.values()),
                   {n: nodes.host_keys(nodes.merged(paths, n)) for n in st.hosts})
         save(paths, st)
@@ -214,11 +218,29 @@ def _start_site(lab: Lab, st: LabState, artifacts: build.Artifacts | None, say: 
         raise LabError(str(exc)) from None
 
 
+def _start_mesh(lab: Lab, st: LabState, say: Say) -> Path | None:
+    """With an `execution:` section: the controller's Receptor (mesh.py); the receptor binary it runs."""
+    if lab.plan.env.execution is None:
+        return None
+    from ..build import receptor as receptor_build
+
+    try:
+        binary = receptor_build.binary(say)
+        if not mesh.alive(st.receptor_pid):
+            st.receptor_pid = mesh.start_controller(lab.paths, str(lab.cfg.host_ip), binary)
+            say(f"Receptor on {mesh.controller_address(str(lab.cfg.host_ip))} (pid {st.receptor_pid}), "
+                f"control socket {mesh.socket_path(lab.paths)}")
+    except (build.BuildError, mesh.MeshError) as exc:
+        raise LabError(str(exc)) from None
+    return binary
+
+
 def _seed_id(user_data: str | None) -> str:
     return hashlib.sha256((user_data or nodes.EMPTY_USER_DATA).encode()).hexdigest()[:12]
 
 
-def _boot(lab: Lab, st: LabState, rootfs: Path, want: Host, user_data: str | None, pub: str) -> bool:
+def _boot(lab: Lab, st: LabState, rootfs: Path, want: Host, user_data: str | None, pub: str,
+          binds: list[str]) -> bool:
     """Make sure host `want` runs with `user_data`; True if it was (re)started."""
     paths, cfg = lab.paths, lab.cfg
     host = st.hosts.get(want.name)
@@ -239,7 +261,7 @@ def _boot(lab: Lab, st: LabState, rootfs: Path, want: Host, user_data: str | Non
     elif reseed:
         nodes.seed(root, want.name, user_data, seed_id)
     seed_file.write_text(seed_id)
-    host.pid = nodes.start(paths, host, cfg.bridge)
+    host.pid = nodes.start(paths, host, cfg.bridge, binds)
     st.hosts[want.name] = host
     save(paths, st)
     return True
@@ -318,6 +340,8 @@ def down(env_path: Path, say: Say = print) -> list[str]:
             done.append(f"stopped the registry (pid {st.registry_pid})")
         if daemon.stop(st.azurite_pid, azurite.MARKER):
             done.append(f"stopped Azurite (pid {st.azurite_pid})")
+        if mesh.stop_controller(st.receptor_pid):
+            done.append(f"stopped the lab's Receptor (pid {st.receptor_pid})")
     node_root = paths.root / "nodes"
     if node_root.is_dir():
         for d in node_root.iterdir():
@@ -358,6 +382,7 @@ def status(env_path: Path) -> dict:
         "rules": bool(st) and network.rules_present(network.forward_rules(lab.cfg.bridge, str(lab.cfg.subnet))),
         "apt_proxy": lab.proxy_url if st and site.proxy_alive(st.proxy_pid) else None,
         "registry": lab.site.registry if st and site.registry_alive(st.registry_pid) else None,
+        "receptor": str(mesh.socket_path(lab.paths)) if st and mesh.alive(st.receptor_pid) else None,
         "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,
         "builds": build.report(),
         "ssh_config": str(lab.paths.ssh_config) if st else None,

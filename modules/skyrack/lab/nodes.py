@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from .state import Host, Paths
@@ -139,8 +140,9 @@ def _make_cgroup(group: Path) -> None:
                 mine.write_text(parent.read_text())
 
 
-def start(paths: Paths, host: Host, bridge: str) -> int:
-    """Boot the node; return the launcher's PID. Each launcher gets its own cgroup."""
+def start(paths: Paths, host: Host, bridge: str, binds: Sequence[str] = ()) -> int:
+    """Boot the node; return the launcher's PID. Each launcher gets its own cgroup. `binds`: more
+    systemd-nspawn bind flags (an execution node's, lab/mesh.py)."""
     root = merged(paths, host.name)
     groups = cgroup_dirs(bridge, host.name)
     for g in groups:
@@ -155,7 +157,7 @@ def start(paths: Paths, host: Host, bridge: str) -> int:
     cmd = ["systemd-nspawn", "-D", str(root), "--boot", "--register=no", "--keep-unit", f"--network-bridge={bridge}",
            "-M", machine(bridge, host.name), *CONTAINER_HOST_FLAGS, f"--bind={paths.node_dir(host.name) / 'data'}:/data",
            # containerd's overlay snapshots cannot live on the node's own overlay root: a disk of their own
-           f"--bind={paths.node_dir(host.name) / 'containerd'}:/var/lib/containerd"]
+           f"--bind={paths.node_dir(host.name) / 'containerd'}:/var/lib/containerd", *binds]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                             preexec_fn=enter_cgroups)
     log.close()

@@ -21,7 +21,7 @@ class Host:
 
     name: str
     ip: str
-    role: str  # apiserver | etcd | etcd-events | worker
+    role: str  # apiserver | etcd | etcd-events | worker | execution
     pid: int | None = None  # the systemd-nspawn launcher
 
 
@@ -37,6 +37,7 @@ class LabState:
     proxy_serves: dict[str, str] = field(default_factory=dict)  # URL prefix -> directory (the Kubernetes repo)
     registry_pid: int | None = None  # only when the lab builds Kubernetes
     azurite_pid: int | None = None  # only when the environment has `backups:`
+    receptor_pid: int | None = None  # the controller's Receptor, only with an `execution:` section
     rules: list[list[str]] = field(default_factory=list)  # iptables rules added (without -A/-D)
     hosts: dict[str, Host] = field(default_factory=dict)
 

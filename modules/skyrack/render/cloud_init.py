@@ -12,6 +12,9 @@ concrete PEM strings (no Pulumi outputs), so both callers share every line.
   others join it; events go to the events cluster when there is one.
 * `pool_node(plan, pool, join, kubernetes_repo=...)`: a cloud-pool node (scale-set
   instance) that joins as a worker with the bootstrap token.
+* `execution_node(plan, node, receptor=..., runner_dir=...)`: an on-prem Receptor execution
+  node that dials the controller's Receptor and runs `ansible-runner worker` for the racks
+  it serves (`skyrack join --via receptor`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import yaml
+
+from ..config.schema import ExecutionNode
 from ..plan import ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
 from ..scheduler import scheduler_config_yaml
 from . import render
@@ -217,6 +223,30 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
                                          ("cloud-provider", "external")])
     ctx.update(pool=pool, member=None, hairpin=False)
     return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
+
+
+RECEPTOR_SOCKET = "/run/receptor/receptor.sock"  # an execution node's own control service (RuntimeDirectory)
+RECEPTOR_WORK_TYPE = "ansible-runner"  # what join/receptor.py submits
+
+
+def execution_node(plan: Plan, node: ExecutionNode, *, receptor: str = "/usr/local/bin/receptor",
+                   runner_dir: str = "/opt/skyrack/runner/bin") -> str:
+    """User-data of an execution node: Receptor dialling `execution.controller`, with a work type that
+    runs `ansible-runner worker` (from `runner_dir`, beside the ansible-playbook it runs)."""
+    ex = plan.env.execution
+    if ex is None or ex.controller is None:
+        raise ValueError("an execution node needs the environment's execution.controller")
+    config = [
+        {"node": {"id": node.name, "datadir": "/var/lib/receptor"}},
+        {"log-level": "info"},
+        {"control-service": {"service": "control", "filename": RECEPTOR_SOCKET}},
+        {"tcp-peer": {"address": ex.controller, "redial": True}},
+        {"work-command": {"worktype": RECEPTOR_WORK_TYPE, "command": f"{runner_dir}/ansible-runner",
+                          "params": "worker", "allowruntimeparams": True}},
+    ]
+    return render("cloud-init/execution-node.yaml.j2", env=plan.env, node=node, controller=ex.controller,
+                  receptor=receptor, runner_dir=runner_dir,
+                  receptor_config=yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
 
 
 CONTAINERD_ROOT = "/var/lib/containerd"

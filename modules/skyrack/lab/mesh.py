@@ -1,0 +1,119 @@
+"""The lab's Receptor mesh: the controller's Receptor on the lab host, execution nodes as lab nodes.
+
+With an `execution:` section, `lab up` stands in for the site's machines:
+
+- the **controller's Receptor** runs on the lab host (a daemon like the apt proxy), listening on
+  `<host>:27199` on the lab bridge for execution nodes, with its control service (the socket
+  `skyrack join --via receptor` talks to) in the lab's state directory;
+- each **execution node** is a lab node booted with the user-data skyrack renders for one
+  (`render.cloud_init.execution_node`): its own Receptor, dialling the controller, runs
+  `ansible-runner worker` for its racks' runs, and its runs reach the racks over SSH from its
+  own address, with host keys checked.
+
+What a production execution node installs, the lab mounts read-only from this host at the same
+paths, so the node runs the controller's own versions (docs/join.md): the receptor binary the
+build cache holds, this Python environment (ansible-core, ansible-runner) and the lab's SSH
+material (the key, known_hosts and the ssh_config the inventory names).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+
+import yaml
+
+from .. import daemon
+from .. import plan as planmod
+from ..errors import InputError, Problem
+from ..render import cloud_init
+from .state import Host, Paths
+
+PORT = 27199  # the controller's Receptor listener on the lab bridge
+MARKER = "skyrack-lab-receptor"  # in its config file's name, so its PID is never mistaken
+CONTROLLER_ID = "controller"
+ROLE = "execution"
+RECEPTOR_ON_NODE = "/usr/local/bin/receptor"
+
+
+class MeshError(RuntimeError):
+    """The controller's Receptor did not start."""
+
+
+def socket_path(paths: Paths) -> Path:
+    return paths.root / "receptor" / "control.sock"
+
+
+def controller_address(host_ip: str) -> str:
+    return f"{host_ip}:{PORT}"
+
+
+def check(p: planmod.Plan, paths: Paths, host_ip: str) -> list[Problem]:
+    """The `execution:` section must name what the lab runs (like mirrors.apt_proxy)."""
+    ex = p.env.execution
+    if ex is None:
+        return []
+    src = str(p.source)
+    problems = []
+    if ex.receptor_socket != str(socket_path(paths)):
+        problems.append(Problem(src, "execution.receptor_socket",
+                                f"the lab's Receptor control socket is {socket_path(paths)}; set that"))
+    if ex.controller != controller_address(host_ip):
+        problems.append(Problem(src, "execution.controller",
+                                f"the lab's Receptor listens on {controller_address(host_ip)}; set that"))
+    return problems
+
+
+def hosts(p: planmod.Plan) -> list[Host]:
+    """Execution nodes, addressed from the top of the first on-prem range down (racks start low)."""
+    ex = p.env.execution
+    if ex is None:
+        return []
+    top = ipaddress.IPv4Network(p.env.onprem.cidrs[0]).broadcast_address
+    taken = {n.ip: n.name for n in p.nodes}
+    out = []
+    for i, x in enumerate(ex.nodes):
+        ip = str(top - 1 - i)
+        if ip in taken:
+            raise InputError([Problem(str(p.source), f"execution.nodes[{i}]",
+                                      f"the lab puts execution node {x.name} at {ip} (the top of onprem.cidrs[0]), "
+                                      f"which rack node {taken[ip]} has; move that rack's nodes lower")])
+        out.append(Host(x.name, ip, ROLE))
+    return out
+
+
+def user_data(p: planmod.Plan) -> dict[str, str]:
+    ex = p.env.execution
+    runner_dir = str(Path(sys.executable).parent)
+    return {x.name: cloud_init.execution_node(p, x, receptor=RECEPTOR_ON_NODE, runner_dir=runner_dir)
+            for x in (ex.nodes if ex else [])}
+
+
+def binds(paths: Paths, receptor: Path) -> list[str]:
+    """systemd-nspawn flags: what an execution node gets from this host, read-only, at the same paths."""
+    prefixes = dict.fromkeys([sys.prefix, sys.base_prefix])  # this environment and the Python it is made from
+    return [f"--bind-ro={receptor}:{RECEPTOR_ON_NODE}", *(f"--bind-ro={d}" for d in prefixes),
+            f"--bind-ro={paths.ssh_dir}"]
+
+
+def alive(pid: int | None) -> bool:
+    return daemon.alive(pid, MARKER)
+
+
+def start_controller(paths: Paths, host_ip: str, receptor: Path) -> int:
+    d = paths.root / "receptor"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    config = d / f"{MARKER}.yaml"
+    config.write_text(yaml.safe_dump([
+        {"node": {"id": CONTROLLER_ID, "datadir": str(d / "data")}},
+        {"log-level": "info"},
+        {"control-service": {"service": "control", "filename": str(socket_path(paths))}},
+        {"tcp-listener": {"port": PORT, "bindaddr": host_ip}},
+    ], sort_keys=False))
+    return daemon.start([str(receptor), "--config", str(config)], name="the lab's Receptor",
+                        listen=(host_ip, PORT), log=paths.log_dir / "receptor.log", timeout=30, error=MeshError)
+
+
+def stop_controller(pid: int | None) -> bool:
+    return daemon.stop(pid, MARKER)
