@@ -82,7 +82,7 @@ def host_vars(node: NodeVars) -> dict[str, Any]:
 def rack_vars(node: NodeVars, plan: Plan) -> dict[str, Any]:
     """Variables every node of a rack shares (a rack is one team, one GPU model, one L2 segment)."""
     return mark_unsafe({
-        "skyrack_rack_peers": plan.rack_peers(node.rack),
+        "skyrack_segment_peers": plan.segment_peers(node.rack),
         "skyrack_rack": node.rack,
         "skyrack_team": node.team,
         "skyrack_gpu_model": node.gpu_model,

@@ -152,9 +152,12 @@ class Plan:
         refs = [*self.env.cluster.versions.model_dump().values(), "registry.k8s.io/kube-apiserver"]
         return sorted({ref.split("/", 1)[0] for ref in refs})
 
-    def rack_peers(self, rack: str) -> list[dict[str, str]]:
-        """The nodes of a rack (one L2 segment) and their pod ranges: each routes the others' directly."""
-        return [{"name": n.name, "ip": n.ip, "pod_cidr": n.pod_cidr} for n in self.nodes if n.rack == rack]
+    def segment_peers(self, rack: str) -> list[dict[str, str]]:
+        """The nodes on a rack's L2 segment (its own, or the one it shares: `racks[].segment`) and their
+        pod ranges: each routes the others' directly."""
+        segment = {r.name: r.l2_segment for r in self.env.racks}
+        return [{"name": n.name, "ip": n.ip, "pod_cidr": n.pod_cidr} for n in self.nodes
+                if segment[n.rack] == segment[rack]]
 
     @property
     def vnet_address_space(self) -> list[str]:

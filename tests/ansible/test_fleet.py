@@ -16,11 +16,12 @@ RACKS = [(f"r{i:02d}", [f"r{i:02d}-n01", f"r{i:02d}-n02"]) for i in range(1, 6)]
 
 
 class FakeRacks:
-    """run_rack stand-in: each rack takes `seconds`; racks in `fail` end with a failed host."""
+    """run_rack stand-in: each rack takes `seconds` (or its own, from `slow`); racks in `fail` end with a failed host."""
 
-    def __init__(self, seconds: float = 0.2, fail: tuple[str, ...] = ()):
+    def __init__(self, seconds: float = 0.2, fail: tuple[str, ...] = (), slow: dict[str, float] | None = None):
         self.seconds = seconds
         self.fail = fail
+        self.slow = slow or {}
         self.lock = threading.Lock()
         self.now = 0
         self.most = 0
@@ -32,7 +33,7 @@ class FakeRacks:
             self.most = max(self.most, self.now)
             self.started.append(rack)
         run = RackRun(env="t", rack=rack, check=False, record="", started=time.time())
-        time.sleep(self.seconds)
+        time.sleep(self.slow.get(rack, self.seconds))
         run.hosts = [HostResult(host=h, rack=rack, result="failed" if rack in self.fail else "ok") for h in hosts]
         run.ended = time.time()
         with self.lock:
@@ -73,7 +74,8 @@ def test_a_failed_canary_starts_nothing_else():
 
 def test_a_failed_rack_stops_new_racks_and_the_running_ones_finish():
     stopped = []
-    racks = FakeRacks(seconds=0.3, fail=("r02",))
+    # r03 outlasts r02 by far, so r02's failure is known before any slot frees (not a race with r03)
+    racks = FakeRacks(seconds=0.3, fail=("r02",), slow={"r03": 1.5})
     result = fleet.Fleet(RACKS, racks, parallel=2, on_stop=lambda r, left: stopped.append((r, left))).run()
     # r02 and r03 ran together; r02 failed, so r04 and r05 never started, and r03 finished normally
     assert racks.started == ["r01", "r02", "r03"]

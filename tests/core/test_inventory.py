@@ -105,3 +105,25 @@ def test_bad_outputs_file_is_a_clear_error(tmp_path: Path) -> None:
     proc = run_cli("inventory", "--outputs", str(outputs), "configs/dev.yaml")
     assert proc.returncode == 1
     assert "outputs.json: line 1: invalid JSON" in proc.stderr
+
+
+def test_pod_routes_reach_the_nodes_of_a_shared_l2_segment_only(tmp_path: Path) -> None:
+    """A rack is its own segment (other racks through the site's gateway); racks naming one `segment`
+    route each other's pod ranges directly (the lab's two racks on one bridge)."""
+    import yaml
+
+    from skyrack import plan as planmod
+
+    def peers(env: Path, rack: str) -> list[str]:  # a rack's group variable
+        inv = json.loads(run_cli("inventory", str(env), "--json").stdout)
+        return [p["name"] for p in inv[f"rack_{rack}"]["vars"]["skyrack_segment_peers"]]
+
+    src = ROOT / "configs/lab.yaml"
+    assert peers(src, "r02") == peers(src, "r01") == ["r01-n01", "r01-n02", "r02-n01"]
+    data = yaml.safe_load(src.read_text())
+    for rack in data["racks"]:
+        rack.pop("segment")
+    env = tmp_path / "lab.yaml"
+    env.write_text(yaml.safe_dump(data))
+    planmod.write_lock(planmod.make(env, require_lock=False))
+    assert peers(env, "r02") == ["r02-n01"] and peers(env, "r01") == ["r01-n01", "r01-n02"]

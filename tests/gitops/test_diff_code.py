@@ -90,7 +90,7 @@ RUN = "on their next rack run (`skyrack join`, the rack workflow)"
                  lambda t: t.replace("serializeImagePulls: false",
                                      "serializeImagePulls: false\nimageGCHighThresholdPercent: 80"),
                  f"kubelet-config.yaml changes on the nodes of 1 rack(s) (r01): kubelets restart {RUN}",
-                 "kubelet-config.yaml changes on the nodes of 1 rack(s)", id="a join template"),
+                 "kubelet-config.yaml changes on the nodes of 2 rack(s) (r01, r02)", id="a join template"),
     pytest.param("ansible/roles/kubelet/tasks/main.yml",
                  lambda t: t + "\n- name: Kubelet is enabled\n  ansible.builtin.systemd_service:\n"
                                "    name: kubelet\n    enabled: true\n",

@@ -56,7 +56,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET, execution=False)
     seeds = tmp_path_factory.mktemp("seeds")
     # The NoCloud hook (`--seed-dir`): user-data for one host, in place of what it would get.
-    (seeds / "r01-n03.yaml").write_text(
+    (seeds / "r02-n01.yaml").write_text(
         "#cloud-config\nwrite_files:\n  - path: /etc/skyrack-seeded\n    content: seeded by the lab test\n")
     # a Kubernetes build that is not cached yet happens here (./dev test builds it before pytest)
     proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=3600)

@@ -1,4 +1,4 @@
-"""`skyrack join` against the lab's rack: real Ansible runs, the state asserted on the hosts.
+"""`skyrack join` against the lab's racks: real Ansible runs, the state asserted on the hosts.
 
 The tests run in file order and share the session's lab: converge twice (second run
 changes nothing), dry run, a node lost mid-run and the retry, bad input. Every real run
@@ -22,7 +22,8 @@ from skyrack.join import node_files
 from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-RACK = ["r01-n01", "r01-n02", "r01-n03"]
+RACKS = {"r01": ["r01-n01", "r01-n02"], "r02": ["r02-n01"]}
+RACK = [h for hosts in RACKS.values() for h in hosts]  # every worker
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,10 @@ def test_join_converges_then_changes_nothing(lab, runs, outputs):
     assert rc == 0, err
     first = hosts(data)
     assert set(first) == set(RACK)
+    # the file's rollout (join: parallel 2, no canary): both racks at once
+    assert data["parallel"] == 2 and data["canary"] is False
+    w = {r["rack"]: (r["started"], r["ended"]) for r in data["racks"]}
+    assert w["r01"][0] < w["r02"][1] and w["r02"][0] < w["r01"][1], w
     assert all(h["result"] == "ok" and h["changed"] > 0 for h in first.values()), first
     assert_unchanged(lab, runs, outputs)
 
@@ -145,7 +150,8 @@ def test_a_node_lost_mid_run_fails_alone_and_the_retry_converges(lab, runs, outp
     assert proc.returncode == 1, err
     result = hosts(json.loads(out))
     assert result["r01-n02"]["result"] in ("unreachable", "failed"), result["r01-n02"]
-    assert result["r01-n01"]["result"] == "ok" and result["r01-n03"]["result"] == "ok"
+    # r01-n01 finished; r02 was already running beside it and finished too (running racks are not stopped)
+    assert result["r01-n01"]["result"] == "ok" and result["r02-n01"]["result"] == "ok"
     assert lab.ssh("r01-n01", "sysctl -n net.core.somaxconn").strip() == "32768"
     assert run_cli("lab", "up", str(lab.env), timeout=600).returncode == 0
     rc, data, err = join(lab, runs, "--retry-failed", "--outputs", str(outputs))
@@ -157,42 +163,42 @@ def test_a_node_lost_mid_run_fails_alone_and_the_retry_converges(lab, runs, outp
 
 
 def test_an_unreachable_host_fails_the_run_with_its_name(lab, runs, outputs):
-    assert run_cli("lab", "stop", "r01-n03", str(lab.env)).returncode == 0
+    assert run_cli("lab", "stop", "r02-n01", str(lab.env)).returncode == 0
     try:
         # a relative --runs-dir, as `./dev lab` uses (ansible-runner itself works from another directory)
-        proc = run_cli("join", str(lab.env), "--runs-dir", runs.name, "--limit", "r01-n03", cwd=runs.parent,
+        proc = run_cli("join", str(lab.env), "--runs-dir", runs.name, "--limit", "r02-n01", cwd=runs.parent,
                        timeout=300)
         assert proc.returncode == 1
-        assert "r01-n03: unreachable" in proc.stdout
+        assert "r02-n01: unreachable" in proc.stdout
     finally:
         assert run_cli("lab", "up", str(lab.env), timeout=600).returncode == 0
     rc, data, err = join(lab, runs, "--retry-failed", "--outputs", str(outputs))
-    assert rc == 0 and list(hosts(data)) == ["r01-n03"], err
+    assert rc == 0 and list(hosts(data)) == ["r02-n01"], err
     assert_unchanged(lab, runs, outputs)
 
 
 def test_the_api_server_down_during_a_join_fails_that_host_and_the_retry_converges(lab, runs, outputs):
     """A node that must (re)join while the control plane is away: a clear failure, then --retry-failed."""
-    assert run_cli("lab", "kubectl", "--env", str(lab.env), "delete", "node", "r01-n03").returncode == 0
-    lab.ssh("r01-n03", "kubeadm reset --force >/dev/null 2>&1")
+    assert run_cli("lab", "kubectl", "--env", str(lab.env), "delete", "node", "r02-n01").returncode == 0
+    lab.ssh("r02-n01", "kubeadm reset --force >/dev/null 2>&1")
     assert run_cli("lab", "stop", "apiserver-0", str(lab.env)).returncode == 0
     try:
-        rc, data, err = join(lab, runs, "--limit", "r01-n03", "--outputs", str(outputs))
+        rc, data, err = join(lab, runs, "--limit", "r02-n01", "--outputs", str(outputs))
         assert rc == 1, err
-        result = hosts(data)["r01-n03"]
+        result = hosts(data)["r02-n01"]
         assert result["result"] == "failed", result
         assert "kubeadm join failed" in err, err  # the progress lines on stderr say why
     finally:
         assert run_cli("lab", "up", str(lab.env), timeout=900).returncode == 0
     rc, data, err = join(lab, runs, "--retry-failed", "--outputs", str(outputs))
-    assert rc == 0 and list(hosts(data)) == ["r01-n03"], err
+    assert rc == 0 and list(hosts(data)) == ["r02-n01"], err
     assert_unchanged(lab, runs, outputs)
     proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--rack", "r99"], "no rack named 'r99' (racks: r01)"),
+    (["--rack", "r99"], "no rack named 'r99' (racks: r01, r02)"),
     (["--limit", "r01-n01,r07-n01"], "--limit names hosts not in lab: r07-n01"),
 ])
 def test_bad_selection_is_refused(lab, runs, args, message):

@@ -392,6 +392,14 @@ class Rack(Strict):
     gpu: Gpu | None = None
     nodes: list[Node] = Field(default_factory=list)
     node_range: NodeRange | None = None
+    # The L2 segment (VLAN) of the rack's nodes: racks naming the same one route each other's pod
+    # ranges directly; by default a rack is a segment of its own and other racks are reached
+    # through the site's gateway (docs/join.md, pod networking).
+    segment: Label | None = None
+
+    @property
+    def l2_segment(self) -> str:
+        return self.segment or self.name
 
     @model_validator(mode="after")
     def _has_nodes(self) -> Rack:
