@@ -6,7 +6,7 @@ cannot drift. Keys are ECDSA P-256 (fast to make, accepted by etcd, Kubernetes a
 kubeadm). Everything is PEM text so it can live in Pulumi secrets, Key Vault or files.
 
 * `create_ca` / `issue`: a CA and leaf certificates signed by it (server, client or
-  both usages; SANs as DNS names and IP addresses);
+  both usages; SANs as DNS names, IP addresses and other names: a Receptor node ID);
 * `keypair`: a bare key pair (the service-account signing key);
 * `ca_cert_hash`: kubeadm's discovery hash, ``sha256:<hex of the CA's DER
   SubjectPublicKeyInfo>``;
@@ -104,12 +104,14 @@ def issue(
     organization: str | None = None,
     dns_names: Iterable[str] = (),
     ips: Iterable[str] = (),
+    other_names: Iterable[tuple[str, str]] = (),
     server: bool = False,
     client: bool = False,
     days: int = LEAF_DAYS,
     now: dt.datetime | None = None,
 ) -> Issued:
-    """A leaf certificate signed by `ca`: server and/or client usage, SANs as given."""
+    """A leaf certificate signed by `ca`: server and/or client usage, SANs as given (`other_names`:
+    (OID, text) pairs, the text a UTF8String, as Receptor reads its node IDs)."""
     if not (server or client):
         raise ValueError("a certificate needs server or client usage (or both)")
     ca_cert = load_cert(ca.cert_pem)
@@ -134,10 +136,19 @@ def issue(
     )
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dict.fromkeys(dns_names)]
     sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in dict.fromkeys(ips)]
+    sans += [x509.OtherName(x509.ObjectIdentifier(oid), _utf8_string(text)) for oid, text in other_names]
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
     return Issued(cert.public_bytes(serialization.Encoding.PEM).decode(), key_to_pem(key))
+
+
+def _utf8_string(text: str) -> bytes:
+    """DER of an ASN.1 UTF8String (tag 12)."""
+    data = text.encode()
+    if len(data) >= 128:
+        raise ValueError("other names are short labels (under 128 bytes)")
+    return bytes([12, len(data)]) + data
 
 
 def keypair() -> Issued:

@@ -219,22 +219,42 @@ def test_a_bad_rollout_or_controller_is_refused_with_its_field(tmp_path, change,
 
 def test_an_execution_node_boots_receptor_dialling_the_controller(userdata_checker):
     import yaml
+    from cryptography import x509
 
+    from skyrack import pki
     from skyrack import plan as planmod
     from skyrack.render import cloud_init
 
     p = planmod.make(CONFIGS / "lab.yaml")
     x02 = p.env.execution.nodes[1]
-    text = cloud_init.execution_node(p, x02, receptor="/usr/local/bin/receptor", runner_dir="/opt/runner/bin")
+    ca = pki.create_ca("mesh CA")
+    cert = pki.issue(ca, "x02", server=True, client=True, other_names=[(cloud_init.RECEPTOR_NODE_ID_OID, "x02")])
+    tls = cloud_init.MeshTls(ca.cert_pem, cert.cert_pem, cert.key_pem)
+    text = cloud_init.execution_node(p, x02, tls, receptor="/usr/local/bin/receptor", runner_dir="/opt/runner/bin")
     assert userdata_checker.check("x02", text).ok, userdata_checker.check("x02", text).problems
     doc = yaml.safe_load(text)
-    files = {f["path"]: f["content"] for f in doc["write_files"]}
-    config = {k: v for item in yaml.safe_load(files["/etc/receptor/receptor.yaml"]) for k, v in item.items()}
+    files = {f["path"]: f for f in doc["write_files"]}
+    assert files["/etc/receptor/tls/node.key"]["permissions"] == "0600"
+    assert files["/etc/receptor/tls/node.key"]["content"] == cert.key_pem
+    assert files["/etc/receptor/tls/ca.crt"]["content"] == ca.cert_pem
+    # the node ID as Receptor reads it: an other name (its OID) holding a UTF8String
+    san = pki.load_cert(files["/etc/receptor/tls/node.crt"]["content"]).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    assert [(o.type_id.dotted_string, o.value) for o in san.get_values_for_type(x509.OtherName)] == \
+        [("1.3.6.1.4.1.2312.19.1", b"\x0c\x03x02")]
+    config = {k: v for item in yaml.safe_load(files["/etc/receptor/receptor.yaml"]["content"]) for k, v in item.items()}
     assert config["node"]["id"] == "x02"
-    assert config["tcp-peer"] == {"address": "198.18.0.1:27199", "redial": True}
+    assert config["tcp-peer"] == {"address": "198.18.0.1:27199", "redial": True, "tls": "mesh"}  # never in the clear
+    assert config["tls-client"] == {"name": "mesh", "rootcas": "/etc/receptor/tls/ca.crt",
+                                    "cert": "/etc/receptor/tls/node.crt", "key": "/etc/receptor/tls/node.key"}
+    # work arrives over TLS from a client of the mesh's CA only
+    assert config["tls-server"] == {"name": "mesh", "cert": "/etc/receptor/tls/node.crt",
+                                    "key": "/etc/receptor/tls/node.key", "requireclientcert": True,
+                                    "clientcas": "/etc/receptor/tls/ca.crt"}
+    assert config["control-service"]["tls"] == "mesh"
     assert config["work-command"] == {"worktype": "ansible-runner", "command": "/opt/runner/bin/ansible-runner",
                                       "params": "worker", "allowruntimeparams": True}
-    unit = files["/etc/systemd/system/skyrack-receptor.service"]
+    unit = files["/etc/systemd/system/skyrack-receptor.service"]["content"]
     assert "ExecStart=/usr/local/bin/receptor --config /etc/receptor/receptor.yaml" in unit
     assert "Environment=PATH=/opt/runner/bin:" in unit and "Restart=always" in unit
     assert ["systemctl", "enable", "--now", "skyrack-receptor.service"] in doc["runcmd"]

@@ -20,6 +20,7 @@ import contextlib
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from .node_files import ANSIBLE_DIR, TEMPLATES
 
 WORK_TYPE = cloud_init.RECEPTOR_WORK_TYPE  # the execution node's receptor `work-command` (its user-data)
 WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
+HANDOFF_TIMEOUT = 60.0  # seconds a work unit may stay Pending (not yet on its node) before the rack fails
 PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is in the repository)
 
 
@@ -147,13 +149,16 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
         payload.seek(0)
         try:
             # the worker unpacks into its own directory and deletes it when the job ends
-            unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node,
+            # tlsclient: the controller's Receptor hands the work to the node over TLS and checks that the
+            # node's certificate names it (a node claiming another's ID gets no work)
+            unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node, tlsclient=cloud_init.RECEPTOR_TLS,
                                    params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
         except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
             raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
         finally:
             ctl.close()
     unit_id = unit["unitid"]
+    _wait_handed_off(route, unit_id)
     try:
         sock, sockfile = _control(route.socket).get_work_results(unit_id, return_socket=True, return_sockfile=True)
     except (OSError, RuntimeError, ValueError) as exc:
@@ -194,6 +199,29 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
         sockfile.close()
         sock.close()
         _release(route.socket, unit_id)
+
+
+def _wait_handed_off(route: Route, unit_id: str, timeout: float = HANDOFF_TIMEOUT) -> None:
+    """Until the work unit has left Pending (the node took it). A node whose certificate does not name it
+    never does: the controller's Receptor refuses to hand it work (and logs RVF ReceptorNameError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ctl = _control(route.socket)
+        try:
+            st = ctl.simple_command(f"work status {unit_id}")
+        except (OSError, RuntimeError, ValueError):
+            st = {}
+        finally:
+            ctl.close()
+        if st.get("StateName", "Pending") != "Pending":
+            return
+        if time.monotonic() > deadline:
+            _release(route.socket, unit_id)
+            raise WorkFailed(f"execution node {route.node} did not take the work within {timeout:.0f} s "
+                             f"({' '.join(str(st.get('Detail', '')).split())[:200] or 'no detail'}); over the mesh's "
+                             f"TLS it must present a certificate naming {route.node} (the controller's Receptor "
+                             f"log says RVF ReceptorNameError otherwise)")
+        time.sleep(0.3)
 
 
 def _rc(artifact_dir: str) -> int | None:

@@ -158,7 +158,7 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
         nodes.remove(paths, name)
         del st.hosts[name]
     seeds = {**controlplane.user_data(lab.plan, controlplane.ensure_pki(lab.plan, paths), lab.plan.env.mirrors.kubernetes),
-             **mesh.user_data(lab.plan), **(user_data or {})}
+             **mesh.user_data(lab.plan, paths, str(cfg.host_ip)), **(user_data or {})}
     pub = ssh.ensure_key(paths)
     for roles in STAGES:
         stage = [h for h in wanted.values() if h.role in roles]
@@ -227,7 +227,7 @@ def _start_mesh(lab: Lab, st: LabState, say: Say) -> Path | None:
     try:
         binary = receptor_build.binary(say)
         if not mesh.alive(st.receptor_pid):
-            st.receptor_pid = mesh.start_controller(lab.paths, str(lab.cfg.host_ip), binary)
+            st.receptor_pid = mesh.start_controller(lab.plan, lab.paths, str(lab.cfg.host_ip), binary)
             say(f"Receptor on {mesh.controller_address(str(lab.cfg.host_ip))} (pid {st.receptor_pid}), "
                 f"control socket {mesh.socket_path(lab.paths)}")
     except (build.BuildError, mesh.MeshError) as exc:

@@ -5,6 +5,10 @@ With an `execution:` section, `lab up` stands in for the site's machines:
 - the **controller's Receptor** runs on the lab host (a daemon like the apt proxy), listening on
   `<host>:27199` on the lab bridge for execution nodes, with its control service (the socket
   `skyrack join --via receptor` talks to) in the lab's state directory;
+- the mesh is **mutual TLS**: a CA of the lab's own (issued once, kept 0600 in its state
+  directory) signs the controller's certificate (its address, node ID `controller`) and each
+  execution node's (its node ID as Receptor reads it: an other name in subjectAltName); the
+  listener requires a client certificate from that CA, so only the lab's nodes join;
 - each **execution node** is a lab node booted with the user-data skyrack renders for one
   (`render.cloud_init.execution_node`): its own Receptor, dialling the controller, runs
   `ansible-runner worker` for its racks' runs, and its runs reach the racks over SSH from its
@@ -19,14 +23,17 @@ material (the key, known_hosts and the ssh_config the inventory names).
 from __future__ import annotations
 
 import ipaddress
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import yaml
 
-from .. import daemon
+from .. import daemon, pki
 from .. import plan as planmod
 from ..errors import InputError, Problem
+from ..files import write_private
 from ..render import cloud_init
 from .state import Host, Paths
 
@@ -83,11 +90,33 @@ def hosts(p: planmod.Plan) -> list[Host]:
     return out
 
 
-def user_data(p: planmod.Plan) -> dict[str, str]:
+def ensure_pki(p: planmod.Plan, paths: Paths, host_ip: str) -> dict[str, pki.Issued]:
+    """The mesh's CA and a certificate per Receptor node (`ca`, `controller`, each execution node):
+    issued on first use, kept 0600 in the lab's state directory, issued again for a node added later."""
+    d = paths.root / "receptor"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    store = d / "pki.json"
+    issued = {k: pki.Issued(**v) for k, v in json.loads(store.read_text()).items()} if store.exists() else {}
+    ca = issued.setdefault("ca", pki.create_ca(f"skyrack {p.env.name} Receptor mesh CA"))
+    wanted = [(CONTROLLER_ID, [host_ip])] + [(x.name, []) for x in (p.env.execution.nodes if p.env.execution else [])]
+    for node, ips in wanted:
+        if node not in issued:
+            issued[node] = pki.issue(ca, node, dns_names=[node], ips=ips, server=True, client=True,
+                                     other_names=[(cloud_init.RECEPTOR_NODE_ID_OID, node)])
+    write_private(store, json.dumps({k: asdict(v) for k, v in issued.items()}, indent=1))
+    return issued
+
+
+def user_data(p: planmod.Plan, paths: Paths, host_ip: str) -> dict[str, str]:
     ex = p.env.execution
+    if ex is None:
+        return {}
+    issued = ensure_pki(p, paths, host_ip)
     runner_dir = str(Path(sys.executable).parent)
-    return {x.name: cloud_init.execution_node(p, x, receptor=RECEPTOR_ON_NODE, runner_dir=runner_dir)
-            for x in (ex.nodes if ex else [])}
+    return {x.name: cloud_init.execution_node(p, x, cloud_init.MeshTls(issued["ca"].cert_pem, issued[x.name].cert_pem,
+                                                                       issued[x.name].key_pem),
+                                              receptor=RECEPTOR_ON_NODE, runner_dir=runner_dir)
+            for x in ex.nodes}
 
 
 def binds(paths: Paths, receptor: Path) -> list[str]:
@@ -101,15 +130,26 @@ def alive(pid: int | None) -> bool:
     return daemon.alive(pid, MARKER)
 
 
-def start_controller(paths: Paths, host_ip: str, receptor: Path) -> int:
+def start_controller(p: planmod.Plan, paths: Paths, host_ip: str, receptor: Path) -> int:
+    issued = ensure_pki(p, paths, host_ip)
     d = paths.root / "receptor"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tls = d / "tls"
+    tls.mkdir(mode=0o700, exist_ok=True)
+    for name, text in (("ca.crt", issued["ca"].cert_pem), ("controller.crt", issued[CONTROLLER_ID].cert_pem),
+                       ("controller.key", issued[CONTROLLER_ID].key_pem)):
+        write_private(tls / name, text)
     config = d / f"{MARKER}.yaml"
     config.write_text(yaml.safe_dump([
         {"node": {"id": CONTROLLER_ID, "datadir": str(d / "data")}},
         {"log-level": "info"},
+        # only nodes with a certificate of the mesh's CA connect, each under the node ID its certificate names
+        {"tls-server": {"name": cloud_init.RECEPTOR_TLS, "cert": str(tls / "controller.crt"),
+                        "key": str(tls / "controller.key"), "requireclientcert": True, "clientcas": str(tls / "ca.crt")}},
+        # work goes to an execution node over TLS, which checks that the node's certificate names it
+        {"tls-client": {"name": cloud_init.RECEPTOR_TLS, "rootcas": str(tls / "ca.crt"),
+                        "cert": str(tls / "controller.crt"), "key": str(tls / "controller.key")}},
         {"control-service": {"service": "control", "filename": str(socket_path(paths))}},
-        {"tcp-listener": {"port": PORT, "bindaddr": host_ip}},
+        {"tcp-listener": {"port": PORT, "bindaddr": host_ip, "tls": cloud_init.RECEPTOR_TLS}},
     ], sort_keys=False))
     return daemon.start([str(receptor), "--config", str(config)], name="the lab's Receptor",
                         listen=(host_ip, PORT), log=paths.log_dir / "receptor.log", timeout=30, error=MeshError)

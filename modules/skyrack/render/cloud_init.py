@@ -12,9 +12,9 @@ concrete PEM strings (no Pulumi outputs), so both callers share every line.
   others join it; events go to the events cluster when there is one.
 * `pool_node(plan, pool, join, kubernetes_repo=...)`: a cloud-pool node (scale-set
   instance) that joins as a worker with the bootstrap token.
-* `execution_node(plan, node, receptor=..., runner_dir=...)`: an on-prem Receptor execution
-  node that dials the controller's Receptor and runs `ansible-runner worker` for the racks
-  it serves (`skyrack join --via receptor`).
+* `execution_node(plan, node, tls, receptor=..., runner_dir=...)`: an on-prem Receptor
+  execution node that dials the controller's Receptor over mutual TLS and runs
+  `ansible-runner worker` for the racks it serves (`skyrack join --via receptor`).
 """
 
 from __future__ import annotations
@@ -227,25 +227,45 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
 
 RECEPTOR_SOCKET = "/run/receptor/receptor.sock"  # an execution node's own control service (RuntimeDirectory)
 RECEPTOR_WORK_TYPE = "ansible-runner"  # what join/receptor.py submits
+RECEPTOR_TLS_DIR = "/etc/receptor/tls"
+RECEPTOR_TLS = "mesh"  # the name of every node's tls-client and tls-server configuration
+RECEPTOR_NODE_ID_OID = "1.3.6.1.4.1.2312.19.1"  # a Receptor node ID in a certificate's subjectAltName
 
 
-def execution_node(plan: Plan, node: ExecutionNode, *, receptor: str = "/usr/local/bin/receptor",
+@dataclass(frozen=True)
+class MeshTls:
+    """A Receptor node's mutual TLS: the mesh CA and the node's certificate (its node ID as an other name)."""
+
+    ca_cert: str
+    cert: str
+    key: str
+
+
+def execution_node(plan: Plan, node: ExecutionNode, tls: MeshTls, *, receptor: str = "/usr/local/bin/receptor",
                    runner_dir: str = "/opt/skyrack/runner/bin") -> str:
-    """User-data of an execution node: Receptor dialling `execution.controller`, with a work type that
-    runs `ansible-runner worker` (from `runner_dir`, beside the ansible-playbook it runs)."""
+    """User-data of an execution node: Receptor dialling `execution.controller` over mutual TLS (the
+    controller's certificate must name it, and its own names this node), with a work type that runs
+    `ansible-runner worker` (from `runner_dir`, beside the ansible-playbook it runs)."""
     ex = plan.env.execution
     if ex is None or ex.controller is None:
         raise ValueError("an execution node needs the environment's execution.controller")
+    files = {"rootcas": f"{RECEPTOR_TLS_DIR}/ca.crt", "cert": f"{RECEPTOR_TLS_DIR}/node.crt",
+             "key": f"{RECEPTOR_TLS_DIR}/node.key"}
     config = [
         {"node": {"id": node.name, "datadir": "/var/lib/receptor"}},
         {"log-level": "info"},
-        {"control-service": {"service": "control", "filename": RECEPTOR_SOCKET}},
-        {"tcp-peer": {"address": ex.controller, "redial": True}},
+        {"tls-client": {"name": RECEPTOR_TLS, **files}},
+        # work reaches this node's control service over TLS too, from a client of the mesh's CA; the
+        # controller checks that this node's certificate names the node it submits to (above the mesh)
+        {"tls-server": {"name": RECEPTOR_TLS, "cert": files["cert"], "key": files["key"], "requireclientcert": True,
+                        "clientcas": files["rootcas"]}},
+        {"control-service": {"service": "control", "filename": RECEPTOR_SOCKET, "tls": RECEPTOR_TLS}},
+        {"tcp-peer": {"address": ex.controller, "redial": True, "tls": RECEPTOR_TLS}},
         {"work-command": {"worktype": RECEPTOR_WORK_TYPE, "command": f"{runner_dir}/ansible-runner",
                           "params": "worker", "allowruntimeparams": True}},
     ]
     return render("cloud-init/execution-node.yaml.j2", env=plan.env, node=node, controller=ex.controller,
-                  receptor=receptor, runner_dir=runner_dir,
+                  receptor=receptor, runner_dir=runner_dir, tls=tls, tls_dir=RECEPTOR_TLS_DIR,
                   receptor_config=yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
 
 
