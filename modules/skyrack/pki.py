@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_DAYS = 10 * 365
@@ -151,8 +151,15 @@ def _utf8_string(text: str) -> bytes:
     return bytes([12, len(data)]) + data
 
 
-def keypair() -> Issued:
-    """A key pair without a certificate: `cert_pem` holds the PEM public key."""
+def keypair(kind: str = "ec") -> Issued:
+    """A key pair without a certificate: `cert_pem` holds the PEM public key. `kind="rsa"`: RSA 3072,
+    for what reads only RSA (Receptor's work signing, RS256)."""
+    if kind == "rsa":
+        rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=3072)
+        pub = rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        pem = rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+        return Issued(pub.decode(), pem.decode())
     key = new_key()
     pub = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     return Issued(pub.decode(), key_to_pem(key))

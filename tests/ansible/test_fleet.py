@@ -229,7 +229,8 @@ def test_an_execution_node_boots_receptor_dialling_the_controller(userdata_check
     x02 = p.env.execution.nodes[1]
     ca = pki.create_ca("mesh CA")
     cert = pki.issue(ca, "x02", server=True, client=True, other_names=[(cloud_init.RECEPTOR_NODE_ID_OID, "x02")])
-    tls = cloud_init.MeshTls(ca.cert_pem, cert.cert_pem, cert.key_pem)
+    signing = pki.keypair("rsa")
+    tls = cloud_init.MeshTls(ca.cert_pem, cert.cert_pem, cert.key_pem, signing.cert_pem)
     text = cloud_init.execution_node(p, x02, tls, receptor="/usr/local/bin/receptor", runner_dir="/opt/runner/bin")
     assert userdata_checker.check("x02", text).ok, userdata_checker.check("x02", text).problems
     doc = yaml.safe_load(text)
@@ -252,8 +253,12 @@ def test_an_execution_node_boots_receptor_dialling_the_controller(userdata_check
                                     "key": "/etc/receptor/tls/node.key", "requireclientcert": True,
                                     "clientcas": "/etc/receptor/tls/ca.crt"}
     assert config["control-service"]["tls"] == "mesh"
+    # and runs only work the controller signed
+    assert config["work-verification"] == {"publickey": "/etc/receptor/tls/work-signing.pub"}
+    assert files["/etc/receptor/tls/work-signing.pub"]["content"] == signing.cert_pem
+    assert signing.key_pem.strip().splitlines()[1] not in text  # the signing key stays with the controller
     assert config["work-command"] == {"worktype": "ansible-runner", "command": "/opt/runner/bin/ansible-runner",
-                                      "params": "worker", "allowruntimeparams": True}
+                                      "params": "worker", "allowruntimeparams": True, "verifysignature": True}
     unit = files["/etc/systemd/system/skyrack-receptor.service"]["content"]
     assert "ExecStart=/usr/local/bin/receptor --config /etc/receptor/receptor.yaml" in unit
     assert "Environment=PATH=/opt/runner/bin:" in unit and "Restart=always" in unit

@@ -1,10 +1,11 @@
 """The Receptor mesh is mutual TLS: the lab's controller (lab/mesh.py) and an execution node's own
 configuration (its user-data, render/cloud_init.execution_node), run by the real receptor on loopback.
 
-Only a node with a certificate of the mesh's CA joins: not a node without TLS, not one with another CA's
-certificate. Receptor 1.4 does not bind a connecting node's ID to its certificate below the mesh, so a
-node of the mesh claiming another ID is routed; but work goes to a node over TLS above the mesh, where the
-controller checks that the node's certificate names the node: the impostor gets none.
+Only work the controller signed runs on an execution node. Only a node with a certificate of the mesh's
+CA joins: not a node without TLS, not one with another CA's certificate. Receptor 1.4 does not bind a
+connecting node's ID to its certificate below the mesh, so a node of the mesh claiming another ID is
+routed; but work goes to a node over TLS above the mesh, where the controller checks that the node's
+certificate names the node: the impostor gets none.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def controller(tmp_path):
         """Run an execution node from its rendered user-data; `claim` another node ID, `tls` other certificates,
         `skip_names` its own check that its certificate names it, `plain` no TLS at all. Returns its log."""
         issued = mesh.ensure_pki(p, paths, HOST)
-        tls = tls or cloud_init.MeshTls(issued["ca"].cert_pem, issued[name].cert_pem, issued[name].key_pem)
+        tls = tls or mesh.tls(issued, name)
         ud = yaml.safe_load(cloud_init.execution_node(p, next(x for x in p.env.execution.nodes if x.name == name), tls,
                                                       runner_dir=str(Path(sys.executable).parent)))
         d = tmp_path / f"node-{claim or name}"
@@ -56,13 +57,13 @@ def controller(tmp_path):
         for item in config:  # the same configuration, its paths moved into the test's directory
             if "node" in item:
                 item["node"].update(id=claim or name, datadir=str(d / "data"))
-            for kind in ("tls-client", "tls-server"):
-                for k in ("rootcas", "clientcas", "cert", "key"):
+            for kind in ("tls-client", "tls-server", "work-verification"):
+                for k in ("rootcas", "clientcas", "cert", "key", "publickey"):
                     if k in item.get(kind, {}):
                         dest = d / Path(item[kind][k]).name
                         dest.write_text(files[item[kind][k]])
                         item[kind][k] = str(dest)
-                if kind in item and skip_names:
+                if kind in item and skip_names and kind != "work-verification":
                     item[kind]["skipreceptornamescheck"] = True
             if "control-service" in item:
                 item["control-service"]["filename"] = str(d / "control.sock")
@@ -84,13 +85,13 @@ def controller(tmp_path):
             time.sleep(0.5)
         return table
 
-    def submit(node_id: str, wait: float = 20) -> dict:
+    def submit(node_id: str, wait: float = 20, signed: bool = True) -> dict:
         """Hand a (bad) payload to `node_id` as the join does; the work unit's status once it leaves Pending
         (reached the node) or after `wait` seconds."""
         ctl = receptor._control(str(mesh.socket_path(paths)))
         try:
             unit = ctl.submit_work(receptor.WORK_TYPE, b"not a payload", node=node_id, tlsclient=cloud_init.RECEPTOR_TLS,
-                                   params={"params": "--private-data-dir=/tmp/skyrack-mesh-test --delete"})
+                                   signwork=signed, params={"params": "--private-data-dir=/tmp/skyrack-mesh-test --delete"})
         finally:
             ctl.close()
         deadline = time.monotonic() + wait
@@ -129,7 +130,8 @@ def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_wor
     other = pki.create_ca("not the mesh's CA")
     forged = pki.issue(other, "x01", server=True, client=True, other_names=[(cloud_init.RECEPTOR_NODE_ID_OID, "x01")])
     node("x01", plain=True)  # no TLS
-    node("x02", claim="x07", tls=cloud_init.MeshTls(other.cert_pem, forged.cert_pem, forged.key_pem))  # another CA
+    node("x02", claim="x07", tls=cloud_init.MeshTls(other.cert_pem, forged.cert_pem, forged.key_pem,
+                                                    pki.keypair("rsa").cert_pem))  # another CA
     log = node("x02", claim="x08")  # the mesh's certificate of x02, claiming to be x08: it does not even start
     node("x02", claim="x09", skip_names=True)  # the same, its own check skipped
     assert routed() == {"x09": "x09"}  # Receptor 1.4 routes it (see the module docstring) ...
@@ -139,3 +141,11 @@ def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_wor
     with pytest.raises(receptor.WorkFailed, match="execution node x09 did not take the work within 5 s"):
         handed_off("x09", status["unitid"])  # and the join fails that rack, it does not wait for ever
     assert "nodeID=x08 not found in certificate name(s); names found=[x02]" in log.read_text()
+
+
+def test_an_execution_node_runs_only_work_the_controller_signed(controller):
+    node, routed, submit, _handed_off, _log = controller
+    node("x01")
+    assert routed() == {"x01": "x01"}
+    with pytest.raises(RuntimeError, match="could not verify signature: signature is empty"):
+        submit("x01", signed=False)  # the node refuses it as it arrives

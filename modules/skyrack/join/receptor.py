@@ -151,8 +151,9 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
             # the worker unpacks into its own directory and deletes it when the job ends
             # tlsclient: the controller's Receptor hands the work to the node over TLS and checks that the
             # node's certificate names it (a node claiming another's ID gets no work)
+            # signwork: execution nodes run only work signed with the controller's key
             unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node, tlsclient=cloud_init.RECEPTOR_TLS,
-                                   params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
+                                   signwork=True, params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
         except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
             raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
         finally:

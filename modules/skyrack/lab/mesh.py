@@ -98,6 +98,7 @@ def ensure_pki(p: planmod.Plan, paths: Paths, host_ip: str) -> dict[str, pki.Iss
     store = d / "pki.json"
     issued = {k: pki.Issued(**v) for k, v in json.loads(store.read_text()).items()} if store.exists() else {}
     ca = issued.setdefault("ca", pki.create_ca(f"skyrack {p.env.name} Receptor mesh CA"))
+    issued.setdefault("work-signing", pki.keypair("rsa"))  # the controller signs work, the nodes verify it
     wanted = [(CONTROLLER_ID, [host_ip])] + [(x.name, []) for x in (p.env.execution.nodes if p.env.execution else [])]
     for node, ips in wanted:
         if node not in issued:
@@ -113,10 +114,14 @@ def user_data(p: planmod.Plan, paths: Paths, host_ip: str) -> dict[str, str]:
         return {}
     issued = ensure_pki(p, paths, host_ip)
     runner_dir = str(Path(sys.executable).parent)
-    return {x.name: cloud_init.execution_node(p, x, cloud_init.MeshTls(issued["ca"].cert_pem, issued[x.name].cert_pem,
-                                                                       issued[x.name].key_pem),
-                                              receptor=RECEPTOR_ON_NODE, runner_dir=runner_dir)
+    return {x.name: cloud_init.execution_node(p, x, tls(issued, x.name), receptor=RECEPTOR_ON_NODE, runner_dir=runner_dir)
             for x in ex.nodes}
+
+
+def tls(issued: dict[str, pki.Issued], node: str) -> cloud_init.MeshTls:
+    """What execution node `node` gets of the mesh's PKI (ensure_pki)."""
+    return cloud_init.MeshTls(issued["ca"].cert_pem, issued[node].cert_pem, issued[node].key_pem,
+                              issued["work-signing"].cert_pem)
 
 
 def binds(paths: Paths, receptor: Path) -> list[str]:
@@ -136,7 +141,8 @@ def start_controller(p: planmod.Plan, paths: Paths, host_ip: str, receptor: Path
     tls = d / "tls"
     tls.mkdir(mode=0o700, exist_ok=True)
     for name, text in (("ca.crt", issued["ca"].cert_pem), ("controller.crt", issued[CONTROLLER_ID].cert_pem),
-                       ("controller.key", issued[CONTROLLER_ID].key_pem)):
+                       ("controller.key", issued[CONTROLLER_ID].key_pem),
+                       ("work-signing.key", issued["work-signing"].key_pem)):
         write_private(tls / name, text)
     config = d / f"{MARKER}.yaml"
     config.write_text(yaml.safe_dump([
@@ -150,6 +156,8 @@ def start_controller(p: planmod.Plan, paths: Paths, host_ip: str, receptor: Path
                         "cert": str(tls / "controller.crt"), "key": str(tls / "controller.key")}},
         {"control-service": {"service": "control", "filename": str(socket_path(paths))}},
         {"tcp-listener": {"port": PORT, "bindaddr": host_ip, "tls": cloud_init.RECEPTOR_TLS}},
+        # work submitted here with signwork is signed (a JWT, RS256); execution nodes run only that
+        {"work-signing": {"privatekey": str(tls / "work-signing.key"), "tokenexpiration": "30m"}},
     ], sort_keys=False))
     return daemon.start([str(receptor), "--config", str(config)], name="the lab's Receptor",
                         listen=(host_ip, PORT), log=paths.log_dir / "receptor.log", timeout=30, error=MeshError)

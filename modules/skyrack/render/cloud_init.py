@@ -234,11 +234,13 @@ RECEPTOR_NODE_ID_OID = "1.3.6.1.4.1.2312.19.1"  # a Receptor node ID in a certif
 
 @dataclass(frozen=True)
 class MeshTls:
-    """A Receptor node's mutual TLS: the mesh CA and the node's certificate (its node ID as an other name)."""
+    """A Receptor node's mutual TLS: the mesh CA and the node's certificate (its node ID as an other name);
+    and the public key its work must be signed with (the controller holds the private one)."""
 
     ca_cert: str
     cert: str
     key: str
+    work_public_key: str
 
 
 def execution_node(plan: Plan, node: ExecutionNode, tls: MeshTls, *, receptor: str = "/usr/local/bin/receptor",
@@ -261,8 +263,10 @@ def execution_node(plan: Plan, node: ExecutionNode, tls: MeshTls, *, receptor: s
                         "clientcas": files["rootcas"]}},
         {"control-service": {"service": "control", "filename": RECEPTOR_SOCKET, "tls": RECEPTOR_TLS}},
         {"tcp-peer": {"address": ex.controller, "redial": True, "tls": RECEPTOR_TLS}},
+        # only work signed by the controller's work-signing key runs here
+        {"work-verification": {"publickey": f"{RECEPTOR_TLS_DIR}/work-signing.pub"}},
         {"work-command": {"worktype": RECEPTOR_WORK_TYPE, "command": f"{runner_dir}/ansible-runner",
-                          "params": "worker", "allowruntimeparams": True}},
+                          "params": "worker", "allowruntimeparams": True, "verifysignature": True}},
     ]
     return render("cloud-init/execution-node.yaml.j2", env=plan.env, node=node, controller=ex.controller,
                   receptor=receptor, runner_dir=runner_dir, tls=tls, tls_dir=RECEPTOR_TLS_DIR,
