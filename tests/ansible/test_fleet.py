@@ -244,7 +244,7 @@ def test_an_execution_node_boots_receptor_dialling_the_controller(userdata_check
     assert [(o.type_id.dotted_string, o.value) for o in san.get_values_for_type(x509.OtherName)] == \
         [("1.3.6.1.4.1.2312.19.1", b"\x0c\x03x02")]
     config = {k: v for item in yaml.safe_load(files["/etc/receptor/receptor.yaml"]["content"]) for k, v in item.items()}
-    assert config["node"]["id"] == "x02"
+    assert config["node"] == {"id": "x02", "datadir": "/run/receptor/data"}  # work units in memory (tmpfs)
     assert config["tcp-peer"] == {"address": "198.18.0.1:27199", "redial": True, "tls": "mesh"}  # never in the clear
     assert config["tls-client"] == {"name": "mesh", "rootcas": "/etc/receptor/tls/ca.crt",
                                     "cert": "/etc/receptor/tls/node.crt", "key": "/etc/receptor/tls/node.key"}

@@ -112,7 +112,8 @@ def controller(tmp_path):
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=10)
-    assert mesh.stop_controller(pid)
+    assert mesh.stop_controller(pid, paths)
+    assert not mesh.data_dir(paths).exists()
 
 
 def test_an_execution_node_joins_the_mesh_over_mutual_tls_and_takes_work(controller):

@@ -52,8 +52,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     reason = lab_missing()
     if reason:
         need(reason)
-    # no execution nodes: the fleet tests run the Receptor mesh (tests/fleet)
-    env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET, execution=False)
+    # with its execution nodes x01 and x02: a rack joins through Receptor too (test_join.py)
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET)
     seeds = tmp_path_factory.mktemp("seeds")
     # The NoCloud hook (`--seed-dir`): user-data for one host, in place of what it would get.
     (seeds / "r02-n01.yaml").write_text(

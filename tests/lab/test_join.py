@@ -197,6 +197,28 @@ def test_the_api_server_down_during_a_join_fails_that_host_and_the_retry_converg
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_rack_joins_through_receptor_and_its_token_never_reaches_a_disk(lab, runs, outputs):
+    """`--via receptor --outputs`: the real kubeadm join run by execution node x02's worker; the bootstrap
+    token travels in the signed work payload and stays in memory on both ends (receptor.py)."""
+    assert run_cli("lab", "kubectl", "--env", str(lab.env), "delete", "node", "r02-n01").returncode == 0
+    lab.ssh("r02-n01", "kubeadm reset --force >/dev/null 2>&1")
+    rc, data, err = join(lab, runs, "--via", "receptor", "--rack", "r02", "--outputs", str(outputs))
+    assert rc == 0, err
+    (run,) = data["racks"]
+    assert run["via"] == "receptor:x02" and run["hosts"][0]["result"] == "ok", run
+    report = {r["item"]: r for r in run["hosts"][0]["report"]}
+    assert report["kubeadm join"]["status"] == "applied", report["kubeadm join"]
+    proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    token = json.loads(outputs.read_text())["bootstrap_token"]
+    # nowhere on disk: not in the records, the lab's state (the controller's Receptor), x02's own disk
+    for where in (runs, lab.paths.root / "receptor", lab.paths.node_dir("x02") / "upper"):
+        found = subprocess.run(["grep", "-rlF", "--binary-files=text", token, str(where)], capture_output=True,
+                               text=True, check=False)
+        assert found.returncode == 1 and found.stdout == "", (where, found.stdout)
+    assert_unchanged(lab, runs, outputs)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--rack", "r99"], "no rack named 'r99' (racks: r01, r02)"),
     (["--limit", "r01-n01,r07-n01"], "--limit names hosts not in lab: r07-n01"),

@@ -191,7 +191,9 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
                      tags=list(opts.tags or []), via=f"receptor:{route.node}" if route else "local")
     lost = ""
-    with secret_vars(secrets) as secret_args, Progress(console, rack, hosts, board) as progress, \
+    # a local run reads the secrets from a file in memory; a run on an execution node gets them inside the
+    # work payload (receptor.py: kept in memory on both ends), never from a file here
+    with secret_vars(secrets if route is None else {}) as secret_args, Progress(console, rack, hosts, board) as progress, \
             records.private_files():
         collector = Collector(progress)
         # not "jsonfile": the fact cache is ansible.cfg's (kept across runs), not one per run
@@ -211,7 +213,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                 result.status, rc = receptor.run(route, run_dir, {
                     "playbook": receptor.PLAYBOOK, "envvars": remote_env(p.env.name),
                     "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
-                    **common}, collector, cancel)
+                    **common}, collector, cancel, secrets)
                 result.rc = rc if rc is not None else 1
             except (receptor.NodeLost, receptor.WorkFailed) as exc:  # the rack's failure, not the fleet's
                 result.status, result.rc, lost = "failed", 1, str(exc)
@@ -277,9 +279,6 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     lab_vars(p)  # fail early if a lab is not up
     routes: dict[str, receptor.Route] = {}
     if opts.via == "receptor":
-        if secrets:
-            raise InputError([Problem(str(opts.outputs), "bootstrap_token", "--via receptor does not carry secrets "
-                                      "yet (they would travel in the work payload): join with a local run")])
         routes = receptor.routes(p, [r for r, _ in selected])  # every node reachable, before any rack starts
     # joins happen only with the control plane's outputs, and not in check mode: only then the bound applies
     joins = opts.outputs is not None and not opts.check

@@ -36,6 +36,7 @@ from .node_files import ANSIBLE_DIR, TEMPLATES
 
 WORK_TYPE = cloud_init.RECEPTOR_WORK_TYPE  # the execution node's receptor `work-command` (its user-data)
 WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
+WORKER_DIR = "/dev/shm"  # noqa: S108 - where the worker unpacks a run on the node: memory, removed after (--delete)
 HANDOFF_TIMEOUT = 60.0  # seconds a work unit may stay Pending (not yet on its node) before the rack fails
 PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is in the repository)
 
@@ -138,12 +139,25 @@ class Watchdog:
         self.thread.join(timeout=10)
 
 
+def memory_dir() -> str | None:
+    """A memory filesystem for what holds secrets (a work payload); None where there is none."""
+    return "/dev/shm" if Path("/dev/shm").is_dir() else None  # noqa: S108 - tempfile makes private files in it
+
+
 def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Callable[[dict], bool],
-        cancel: Callable[[], bool] | None) -> tuple[str, int | None]:
-    """transmit -> work submit -> (worker on the node) -> work results -> process; (status, rc)."""
+        cancel: Callable[[], bool] | None, secrets: dict[str, Any] | None = None) -> tuple[str, int | None]:
+    """transmit -> work submit -> (worker on the node) -> work results -> process; (status, rc).
+
+    `secrets` (the join's bootstrap token) travel as extra variables inside the transmitted kwargs, never
+    as a file in the run's directory: the payload is a 0600 file on a memory filesystem here, Receptor
+    keeps work units in memory (its datadir on tmpfs, both ends), and the worker unpacks the run into
+    /dev/shm on the node and deletes it when the run ends."""
+    if any("{" in str(v) for v in (secrets or {}).values()):  # the contract's shapes never hold one
+        raise ValueError("a secret that could read as a template does not travel as an extra variable")
+    kwargs = {**kwargs, "extravars": {**kwargs.get("extravars", {}), **(secrets or {})}}
     ctl = _control(route.socket)
-    # a file, not memory: ansible-runner's transmit names its output (a private temporary file, gone after)
-    with tempfile.NamedTemporaryFile(prefix="skyrack-payload-") as payload:
+    # a file (ansible-runner's transmit names its output), private and in memory, gone after
+    with tempfile.NamedTemporaryFile(prefix="skyrack-payload-", dir=memory_dir()) as payload:
         ansible_runner.run(streamer="transmit", _output=payload, private_data_dir=str(run_dir), **kwargs)
         payload.flush()
         payload.seek(0)
@@ -153,7 +167,8 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
             # node's certificate names it (a node claiming another's ID gets no work)
             # signwork: execution nodes run only work signed with the controller's key
             unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node, tlsclient=cloud_init.RECEPTOR_TLS,
-                                   signwork=True, params={"params": f"--private-data-dir=/tmp/skyrack-{run_dir.name} --delete"})
+                                   signwork=True, params={"params": f"--private-data-dir={WORKER_DIR}/skyrack-{run_dir.name} "
+                                                                   "--delete"})
         except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
             raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
         finally:

@@ -340,7 +340,7 @@ def down(env_path: Path, say: Say = print) -> list[str]:
             done.append(f"stopped the registry (pid {st.registry_pid})")
         if daemon.stop(st.azurite_pid, azurite.MARKER):
             done.append(f"stopped Azurite (pid {st.azurite_pid})")
-        if mesh.stop_controller(st.receptor_pid):
+        if mesh.stop_controller(st.receptor_pid, paths):
             done.append(f"stopped the lab's Receptor (pid {st.receptor_pid})")
     node_root = paths.root / "nodes"
     if node_root.is_dir():
@@ -351,6 +351,7 @@ def down(env_path: Path, say: Say = print) -> list[str]:
         network.remove_bridge(bridge)
         done.append(f"removed bridge {bridge}")
     shutil.rmtree(paths.root, ignore_errors=True)
+    shutil.rmtree(mesh.data_dir(paths), ignore_errors=True)
     for line in done:
         say(line)
     return done

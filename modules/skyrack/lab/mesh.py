@@ -52,6 +52,11 @@ def socket_path(paths: Paths) -> Path:
     return paths.root / "receptor" / "control.sock"
 
 
+def data_dir(paths: Paths) -> Path:
+    """The controller's work units (payloads hold the join's bootstrap token): on a memory filesystem."""
+    return Path("/dev/shm") / f"skyrack-lab-{paths.root.name}-receptor"  # noqa: S108 - made 0700 before use
+
+
 def controller_address(host_ip: str) -> str:
     return f"{host_ip}:{PORT}"
 
@@ -145,8 +150,11 @@ def start_controller(p: planmod.Plan, paths: Paths, host_ip: str, receptor: Path
                        ("work-signing.key", issued["work-signing"].key_pem)):
         write_private(tls / name, text)
     config = d / f"{MARKER}.yaml"
+    data = data_dir(paths)
+    data.mkdir(mode=0o700, exist_ok=True)
+    data.chmod(0o700)
     config.write_text(yaml.safe_dump([
-        {"node": {"id": CONTROLLER_ID, "datadir": str(d / "data")}},
+        {"node": {"id": CONTROLLER_ID, "datadir": str(data)}},
         {"log-level": "info"},
         # only nodes with a certificate of the mesh's CA connect, each under the node ID its certificate names
         {"tls-server": {"name": cloud_init.RECEPTOR_TLS, "cert": str(tls / "controller.crt"),
@@ -163,5 +171,11 @@ def start_controller(p: planmod.Plan, paths: Paths, host_ip: str, receptor: Path
                         listen=(host_ip, PORT), log=paths.log_dir / "receptor.log", timeout=30, error=MeshError)
 
 
-def stop_controller(pid: int | None) -> bool:
-    return daemon.stop(pid, MARKER)
+def stop_controller(pid: int | None, paths: Paths | None = None) -> bool:
+    """Stop the controller's Receptor; with `paths`, forget its work units too."""
+    stopped = daemon.stop(pid, MARKER)
+    if paths is not None:
+        import shutil
+
+        shutil.rmtree(data_dir(paths), ignore_errors=True)
+    return stopped

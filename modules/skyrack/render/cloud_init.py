@@ -254,7 +254,8 @@ def execution_node(plan: Plan, node: ExecutionNode, tls: MeshTls, *, receptor: s
     files = {"rootcas": f"{RECEPTOR_TLS_DIR}/ca.crt", "cert": f"{RECEPTOR_TLS_DIR}/node.crt",
              "key": f"{RECEPTOR_TLS_DIR}/node.key"}
     config = [
-        {"node": {"id": node.name, "datadir": "/var/lib/receptor"}},
+        # work units (their payloads hold the join's bootstrap token) only in memory: /run is a tmpfs
+        {"node": {"id": node.name, "datadir": "/run/receptor/data"}},
         {"log-level": "info"},
         {"tls-client": {"name": RECEPTOR_TLS, **files}},
         # work reaches this node's control service over TLS too, from a client of the mesh's CA; the
