@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -102,8 +103,11 @@ def ensure_pki(p: planmod.Plan, paths: Paths, host_ip: str) -> dict[str, pki.Iss
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     store = d / "pki.json"
     issued = {k: pki.Issued(**v) for k, v in json.loads(store.read_text()).items()} if store.exists() else {}
-    ca = issued.setdefault("ca", pki.create_ca(f"skyrack {p.env.name} Receptor mesh CA"))
-    issued.setdefault("work-signing", pki.keypair("rsa"))  # the controller signs work, the nodes verify it
+    if "ca" not in issued:
+        issued["ca"] = pki.create_ca(f"skyrack {p.env.name} Receptor mesh CA")
+    if "work-signing" not in issued:  # the controller signs work, the nodes verify it
+        issued["work-signing"] = pki.keypair("rsa")
+    ca = issued["ca"]
     wanted = [(CONTROLLER_ID, [host_ip])] + [(x.name, []) for x in (p.env.execution.nodes if p.env.execution else [])]
     for node, ips in wanted:
         if node not in issued:
@@ -156,7 +160,7 @@ def start_controller(p: planmod.Plan, paths: Paths, host_ip: str, receptor: Path
     config.write_text(yaml.safe_dump([
         {"node": {"id": CONTROLLER_ID, "datadir": str(data)}},
         {"log-level": "info"},
-        # only nodes with a certificate of the mesh's CA connect, each under the node ID its certificate names
+        # only nodes with a certificate of the mesh's CA connect (Receptor 1.4 does not check their node ID here)
         {"tls-server": {"name": cloud_init.RECEPTOR_TLS, "cert": str(tls / "controller.crt"),
                         "key": str(tls / "controller.key"), "requireclientcert": True, "clientcas": str(tls / "ca.crt")}},
         # work goes to an execution node over TLS, which checks that the node's certificate names it
@@ -175,7 +179,5 @@ def stop_controller(pid: int | None, paths: Paths | None = None) -> bool:
     """Stop the controller's Receptor; with `paths`, forget its work units too."""
     stopped = daemon.stop(pid, MARKER)
     if paths is not None:
-        import shutil
-
         shutil.rmtree(data_dir(paths), ignore_errors=True)
     return stopped
