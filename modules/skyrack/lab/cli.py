@@ -44,7 +44,7 @@ def status(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
 
 
 def running(st: dict) -> bool:
-    return bool(st["up"]) and all(h["running"] for h in st["hosts"])
+    return bool(st["up"]) and all(h["running"] for h in st["hosts"]) and (not st["mesh"] or bool(st["receptor"]))
 
 
 def show(path: Path, as_json: bool, done: bool = False) -> dict:
@@ -65,6 +65,8 @@ def show(path: Path, as_json: bool, done: bool = False) -> dict:
     out.print(f"bridge: {'up' if st['bridge'] else 'missing'}; forwarding DROP rules: "
               f"{'in place' if st['rules'] else 'missing'}; apt proxy: {st['apt_proxy'] or 'not running'}")
     out.print(f"ssh: ssh -F {st['ssh_config']} <host>")
+    if st["mesh"]:
+        out.print(f"Receptor (join --via receptor): {st['receptor'] or '[red]not running[/red]'}")
     if st["kubernetes"]:
         out.print(f"Kubernetes {st['kubernetes']}: registry {st['registry'] or 'not running'}; "
                   f"kubectl --kubeconfig $(skyrack lab kubeconfig) get nodes")

@@ -383,6 +383,7 @@ def status(env_path: Path) -> dict:
         "rules": bool(st) and network.rules_present(network.forward_rules(lab.cfg.bridge, str(lab.cfg.subnet))),
         "apt_proxy": lab.proxy_url if st and site.proxy_alive(st.proxy_pid) else None,
         "registry": lab.site.registry if st and site.registry_alive(st.registry_pid) else None,
+        "mesh": lab.plan.env.execution is not None,  # the lab runs a Receptor mesh (its `execution:`)
         "receptor": str(mesh.socket_path(lab.paths)) if st and mesh.alive(st.receptor_pid) else None,
         "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,
         "builds": build.report(),
