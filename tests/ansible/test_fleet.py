@@ -262,7 +262,8 @@ def test_an_execution_node_boots_receptor_dialling_the_controller(userdata_check
     unit = files["/etc/systemd/system/skyrack-receptor.service"]["content"]
     assert "ExecStart=/usr/local/bin/receptor --config /etc/receptor/receptor.yaml" in unit
     assert "Environment=PATH=/opt/runner/bin:" in unit and "Restart=always" in unit
-    assert ["systemctl", "enable", "--now", "skyrack-receptor.service"] in doc["runcmd"]
+    assert doc["runcmd"][-2:] == [["systemctl", "enable", "skyrack-receptor.service"],
+                                  ["systemctl", "restart", "skyrack-receptor.service"]]
 
 
 def test_the_lab_refuses_an_execution_section_it_does_not_run(tmp_path):
