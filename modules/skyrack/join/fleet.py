@@ -65,7 +65,7 @@ class JoinBudget:
 
 @dataclass
 class FleetResult:
-    runs: list[RackRun] = field(default_factory=list)  # in the order the racks started
+    runs: list[RackRun] = field(default_factory=list)  # in the order the schedule started the racks
     not_started: list[str] = field(default_factory=list)  # racks the failure policy kept from starting
     stopped_by: str | None = None  # the rack whose failure stopped the others
     parallel: int = 1  # the schedule it ran with
@@ -124,7 +124,9 @@ class Fleet:
                     error = error or exc
         if error is not None:
             raise error
-        self.result.runs.sort(key=lambda r: r.started)
+        # the order the schedule admitted them (two racks started together may stamp their start either way)
+        admitted = {rack: i for i, (rack, _) in enumerate(self.selected)}
+        self.result.runs.sort(key=lambda r: admitted.get(r.rack, len(admitted)))
         return self.result
 
     def _loop(self, pool: ThreadPoolExecutor) -> None:
