@@ -213,7 +213,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                 result.status, rc = receptor.run(route, run_dir, {
                     "playbook": receptor.PLAYBOOK, "envvars": remote_env(p.env.name),
                     "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
-                    **common}, collector, cancel, secrets)
+                    **common}, collector, cancel)
                 result.rc = rc if rc is not None else 1
             except (receptor.NodeLost, receptor.WorkFailed) as exc:  # the rack's failure, not the fleet's
                 result.status, result.rc, lost = "failed", 1, str(exc)
@@ -279,6 +279,10 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     lab_vars(p)  # fail early if a lab is not up
     routes: dict[str, receptor.Route] = {}
     if opts.via == "receptor":
+        if secrets:  # ansible-runner's transmit wrote them into the record's env/extravars (the lab test found it)
+            raise InputError([Problem(str(opts.outputs), "bootstrap_token", "--via receptor does not carry secrets "
+                                      "yet (ansible-runner would write them into the run's record): join with a "
+                                      "local run (--rack R --outputs F)")])
         routes = receptor.routes(p, [r for r, _ in selected])  # every node reachable, before any rack starts
     # joins happen only with the control plane's outputs, and not in check mode: only then the bound applies
     joins = opts.outputs is not None and not opts.check
