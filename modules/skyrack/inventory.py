@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from . import files
 from .errors import InputError, Problem, printable
 from .plan import NodeVars, Plan
 
@@ -68,6 +69,11 @@ def check_path(path: Path, what: str) -> None:
 def dump_yaml(inv: dict[str, Any]) -> str:
     """An inventory as YAML for Ansible (no anchors, long lines kept)."""
     return yaml.dump(inv, Dumper=Dumper, sort_keys=False, width=200)
+
+
+def write_secret_vars(path: Path, secrets: dict[str, Any]) -> None:
+    """Secrets as a 0600 `-e @file` for ansible-playbook: YAML, a value that could read as a template `!unsafe`."""
+    files.write_private(path, dump_yaml(mark_unsafe(secrets)))
 
 
 def group_name(kind: str, name: str) -> str:

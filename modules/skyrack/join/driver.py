@@ -176,8 +176,7 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
     shm = Path("/dev/shm")  # noqa: S108 - TemporaryDirectory makes a private 0700 directory in it
     with tempfile.TemporaryDirectory(prefix="skyrack-", dir=shm if shm.is_dir() else None) as d:
         path = Path(d) / "secrets.yml"
-        # YAML, so a value that could read as a template is `!unsafe` here too
-        files.write_private(path, inventory.dump_yaml(inventory.mark_unsafe(secrets)))
+        inventory.write_secret_vars(path, secrets)
         yield ["-e", f"@{path}"]
 
 
@@ -191,8 +190,8 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
                      tags=list(opts.tags or []), via=f"receptor:{route.node}" if route else "local")
     lost = ""
-    # a local run reads the secrets from a file in memory; a run on an execution node gets them inside the
-    # work payload (receptor.py: kept in memory on both ends), never from a file here
+    # a local run reads the secrets from a file in memory; a run on an execution node from one inside the
+    # work payload (receptor.py: staged and kept in memory on both ends), never from the record
     with secret_vars(secrets if route is None else {}) as secret_args, Progress(console, rack, hosts, board) as progress, \
             records.private_files():
         collector = Collector(progress)
@@ -213,7 +212,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                 result.status, rc = receptor.run(route, run_dir, {
                     "playbook": receptor.PLAYBOOK, "envvars": remote_env(p.env.name),
                     "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
-                    **common}, collector, cancel)
+                    **common}, collector, cancel, secrets)
                 result.rc = rc if rc is not None else 1
             except (receptor.NodeLost, receptor.WorkFailed) as exc:  # the rack's failure, not the fleet's
                 result.status, result.rc, lost = "failed", 1, str(exc)
@@ -279,10 +278,6 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     lab_vars(p)  # fail early if a lab is not up
     routes: dict[str, receptor.Route] = {}
     if opts.via == "receptor":
-        if secrets:  # ansible-runner's transmit wrote them into the record's env/extravars (the lab test found it)
-            raise InputError([Problem(str(opts.outputs), "bootstrap_token", "--via receptor does not carry secrets "
-                                      "yet (ansible-runner would write them into the run's record): join with a "
-                                      "local run (--rack R --outputs F)")])
         routes = receptor.routes(p, [r for r, _ in selected])  # every node reachable, before any rack starts
     # joins happen only with the control plane's outputs, and not in check mode: only then the bound applies
     joins = opts.outputs is not None and not opts.check

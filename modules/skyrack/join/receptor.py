@@ -29,6 +29,7 @@ from typing import Any
 
 import ansible_runner
 
+from .. import inventory
 from .. import plan as planmod
 from ..errors import InputError, Problem
 from ..render import cloud_init
@@ -39,6 +40,7 @@ WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the
 WORKER_DIR = "/dev/shm"  # noqa: S108 - where the worker unpacks a run on the node: memory, removed after (--delete)
 HANDOFF_TIMEOUT = 60.0  # seconds a work unit may stay Pending (not yet on its node) before the rack fails
 PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is in the repository)
+SECRETS_FILE = "skyrack-secrets.yml"  # in the staged run's env/ (memory), never in the record
 
 
 class NodeLost(RuntimeError):
@@ -98,6 +100,11 @@ def routes(p: planmod.Plan, racks: list[str]) -> dict[str, Route]:
     return {r: Route(ex.receptor_socket, serving[r]) for r in racks}
 
 
+def worker_dir(run_dir: Path) -> str:
+    """Where the worker on the execution node unpacks this run (memory; --delete removes it after)."""
+    return f"{WORKER_DIR}/skyrack-{run_dir.name}"
+
+
 def ship_project(run_dir: Path) -> None:
     """The project the worker runs: ansible/ (playbooks, roles, collections, ansible.cfg) and the templates."""
     dest = run_dir / "project"
@@ -148,17 +155,27 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
         cancel: Callable[[], bool] | None, secrets: dict[str, Any] | None = None) -> tuple[str, int | None]:
     """transmit -> work submit -> (worker on the node) -> work results -> process; (status, rc).
 
-    `secrets` (the join's bootstrap token) travel as extra variables inside the transmitted kwargs, never
-    as a file in the run's directory: the payload is a 0600 file on a memory filesystem here, Receptor
-    keeps work units in memory (its datadir on tmpfs, both ends), and the worker unpacks the run into
-    /dev/shm on the node and deletes it when the run ends."""
-    if any("{" in str(v) for v in (secrets or {}).values()):  # the contract's shapes never hold one
-        raise ValueError("a secret that could read as a template does not travel as an extra variable")
-    kwargs = {**kwargs, "extravars": {**kwargs.get("extravars", {}), **(secrets or {})}}
+    `secrets` (the join's bootstrap token) never touch the run's record: the run is packed from a copy of
+    its directory on a memory filesystem, the secrets a 0600 `-e @file` inside that copy (`!unsafe` YAML,
+    as a local run reads them), the payload a 0600 file in memory too; Receptor keeps work units in
+    memory (its datadir on tmpfs, both ends), and the worker unpacks the run into /dev/shm on the node
+    and deletes it when the run ends. What comes back (events, artifacts) is what a local run records."""
     ctl = _control(route.socket)
-    # a file (ansible-runner's transmit names its output), private and in memory, gone after
-    with tempfile.NamedTemporaryFile(prefix="skyrack-payload-", dir=memory_dir()) as payload:
-        ansible_runner.run(streamer="transmit", _output=payload, private_data_dir=str(run_dir), **kwargs)
+    with tempfile.TemporaryDirectory(prefix="skyrack-stage-", dir=memory_dir()) as stage, \
+            tempfile.NamedTemporaryFile(prefix="skyrack-payload-", dir=memory_dir()) as payload:
+        staged = Path(stage) / run_dir.name
+        shutil.copytree(run_dir, staged)
+        cmdline = [kwargs["cmdline"]] if kwargs.get("cmdline") else []
+        (staged / "env").mkdir(exist_ok=True)
+        (run_dir / "env").mkdir(exist_ok=True)
+        if secrets:
+            inventory.write_secret_vars(staged / "env" / SECRETS_FILE, secrets)
+            cmdline = ["-e", f"@{worker_dir(run_dir)}/env/{SECRETS_FILE}", *cmdline]
+        ansible_runner.run(streamer="transmit", _output=payload, private_data_dir=str(staged),
+                           **{**kwargs, "cmdline": " ".join(cmdline) or None})
+        for f in (staged / "env").iterdir():  # what ansible-runner wrote there (settings, extravars): the record's
+            if f.name != SECRETS_FILE and not (run_dir / "env" / f.name).exists():
+                shutil.copy2(f, run_dir / "env" / f.name)
         payload.flush()
         payload.seek(0)
         try:
@@ -167,7 +184,7 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
             # node's certificate names it (a node claiming another's ID gets no work)
             # signwork: execution nodes run only work signed with the controller's key
             unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node, tlsclient=cloud_init.RECEPTOR_TLS,
-                                   signwork=True, params={"params": f"--private-data-dir={WORKER_DIR}/skyrack-{run_dir.name} "
+                                   signwork=True, params={"params": f"--private-data-dir={worker_dir(run_dir)} "
                                                                    "--delete"})
         except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
             raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
