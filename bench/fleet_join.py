@@ -15,8 +15,8 @@ controller CPU / task results = the controller's CPU per host per task.
 
     sudo .venv/bin/python bench/fleet_join.py [--rack-nodes 2] [--repeat 2] [--json]
 
-Mitogen (PyPI, its `mitogen_linear` strategy) is measured on the serial local case, installed once into
-the tools cache outside the project's environment (`--no-mitogen` leaves it out).
+Every case runs the project's strategy (ansible.cfg: Mitogen's `mitogen_linear`); the serial local case
+runs once more with Ansible's own `linear` (`local+linear`, its peer; `--no-linear` leaves it out).
 """
 
 from __future__ import annotations
@@ -91,35 +91,25 @@ def case(env: Path, runs: Path, via: str, parallel: int, receptor_pid: int | Non
             "changed": sum(h.changed for h in hosts), "ok": all(not r.failed_hosts for r in result.runs)}
 
 
-MITOGEN = "0.3.54"  # on PyPI; its strategy supports ansible-core 2.10 up to 2.21 (ansible_mitogen/_modifiers.py)
-
-
-def mitogen_dir() -> Path:
-    """Mitogen installed (once) outside the project's environment: the benchmark only compares it."""
-    d = Path(os.environ.get("SKYRACK_CACHE", "/var/cache/skyrack")) / "tools" / f"mitogen-{MITOGEN}"
-    if not (d / "ansible_mitogen").is_dir():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(d),
-                        f"mitogen=={MITOGEN}"], check=True)
-    return d
-
-
 @contextlib.contextmanager
-def mitogen_strategy() -> Iterator[None]:
-    """ansible-playbook (a child: ansible-runner passes this environment on) with `mitogen_linear`:
-    Mitogen's linear strategy, so `serial` and `max_fail_percentage` keep their meaning."""
-    d = mitogen_dir()
-    env = {"ANSIBLE_STRATEGY_PLUGINS": str(d / "ansible_mitogen/plugins/strategy"),
-           "ANSIBLE_STRATEGY": "mitogen_linear", "PYTHONPATH": str(d)}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+def linear_strategy() -> Iterator[None]:
+    """ansible-playbook (a child: ansible-runner passes this environment on) with Ansible's own linear strategy
+    instead of the project's (ansible.cfg: Mitogen's mitogen_linear): the peer of the local serial case."""
+    old = os.environ.get("ANSIBLE_STRATEGY")
+    os.environ["ANSIBLE_STRATEGY"] = "linear"
     try:
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if old is None:
+            os.environ.pop("ANSIBLE_STRATEGY", None)
+        else:
+            os.environ["ANSIBLE_STRATEGY"] = old
+
+
+def mitogen_version() -> str:
+    from importlib.metadata import version
+
+    return version("mitogen")
 
 
 def main() -> None:
@@ -128,7 +118,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="runs per case; the lowest controller CPU is kept")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
-    ap.add_argument("--no-mitogen", action="store_true", help="leave out the Mitogen case")
+    ap.add_argument("--no-linear", action="store_true", help="leave out the case with Ansible's linear strategy")
     args = ap.parse_args()
     from fleet.conftest import wait_routed, with_execution  # the same mesh the tests run
     from skyrack.lab.state import Paths, load
@@ -156,12 +146,12 @@ def main() -> None:
             first = driver.join_fleet(env, driver.JoinOptions(runs_dir=runs, parallel=RACKS), quiet)
             assert all(not r.failed_hosts for r in first.runs), [r.failed_hosts for r in first.runs]
             cases = [("local", 1), ("local", RACKS), ("receptor", 1), ("receptor", RACKS)]
-            if not args.no_mitogen:
-                cases.append(("local+mitogen", 1))
+            if not args.no_linear:
+                cases.append(("local+linear", 1))
             for via, parallel in cases:
                 best = None
                 for _ in range(args.repeat):
-                    with mitogen_strategy() if via.endswith("mitogen") else contextlib.nullcontext():
+                    with linear_strategy() if via.endswith("linear") else contextlib.nullcontext():
                         r = case(renv if via == "receptor" else env, runs, via.split("+")[0], parallel,
                                  receptor_pid)
                     r["via"] = via
@@ -172,7 +162,8 @@ def main() -> None:
         finally:
             if not args.keep:
                 lifecycle.down(env, say=lambda _m: None)
-    result = {"cases": rows, "mitogen": f"mitogen {MITOGEN}, strategy mitogen_linear", "cores": os.cpu_count(),
+    result = {"cases": rows, "cores": os.cpu_count(),
+              "strategy": f"mitogen_linear (mitogen {mitogen_version()}); local+linear: Ansible's linear",
               "load_avg_1m": round(os.getloadavg()[0], 1),
               "ansible_core": subprocess.run([sys.executable, "-c", "import ansible; print(ansible.__version__)"],
                                              capture_output=True, text=True).stdout.strip()}
@@ -187,7 +178,7 @@ def main() -> None:
                   str(r["controller_cpu_s"]), str(r["execution_nodes_cpu_s"]),
                   str(r["controller_ms_per_host_task"]), str(r["changed"]))
     Console().print(t)
-    Console().print(f"Mitogen: {result['mitogen']}")
+    Console().print(f"strategy: {result['strategy']}")
 
 
 if __name__ == "__main__":

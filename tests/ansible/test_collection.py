@@ -64,6 +64,7 @@ def test_the_rack_collection_holds_every_role_and_the_playbook_not_the_project_s
             assert (rack / "roles" / role / part).read_bytes() == (ANSIBLE / "roles" / role / part).read_bytes()
     assert (rack / "playbooks/join.yml").read_bytes() == (ANSIBLE / "playbooks/join.yml").read_bytes()
     assert not (rack / "ansible.cfg").exists() and not (rack / "collections").exists()
+    assert not (rack / "plugins").exists()  # the project's strategy plugin goes with its ansible.cfg
     node = installed / "ansible_collections/skyrack/node"
     assert sorted(p.name for p in (node / "plugins/modules").glob("*.py")) == ["host_facts.py", "kernel.py"]
 

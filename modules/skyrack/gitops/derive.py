@@ -213,7 +213,8 @@ def racks(plan: Any, where: Where) -> Facts:
             files[n.rack] = {name: join_render.render(t, v) for name, t in JOIN_FILES.items()}
     root = where.root
     roles = sorted(p.name for p in (root / "ansible/roles").iterdir() if p.is_dir())
-    return {"nodes": len(plan.nodes), "playbooks": tree_digests(root, "ansible/playbooks", "ansible/ansible.cfg"),
+    return {"nodes": len(plan.nodes), "playbooks": tree_digests(root, "ansible/playbooks", "ansible/ansible.cfg",
+                                                                  "ansible/plugins"),
             "roles": {r: tree_digests(root, f"ansible/roles/{r}") for r in roles},
             "templates": tree_digests(root, "modules/skyrack/templates/join"),
             "files": files}
