@@ -90,7 +90,7 @@ def real_cluster(tmp: Path, nodes: int = 3) -> dict:
     opts = driver.JoinOptions(runs_dir=runs, outputs=cluster.outputs_path(lab.paths))
     first = driver.join(env, opts, quiet)
     t_join = time.monotonic()
-    cluster.wait_nodes(lab.plan, lab.paths, lifecycle.artifacts(lab), timeout=600)
+    cluster.wait_ready(lab.plan, lab.paths, 600, say=lambda _m: None)  # nodes Ready and the addons serving
     t_ready = time.monotonic()
     lifecycle.up(env, say=lambda _m: None)
     t_up2 = time.monotonic()

@@ -4,9 +4,13 @@ recording Pulumi mock that returns every Kubernetes object the program would sen
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
-from collections.abc import Callable
+import http.server
+import ssl
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,3 +180,25 @@ def rendered(ca: CA) -> Callable[[str], Rendered]:
         return _cache[env]
 
     return _render
+
+
+@contextlib.contextmanager
+def https_server(ca: CA, tmp_path: Path, handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` behind TLS on loopback, its certificate from `ca`, a client certificate from `ca` required
+    (as an API server requires one from the admin). Yields the endpoint."""
+    cert, key = ca.issue("kube-apiserver", server_ips=["127.0.0.1"])
+    (tmp_path / "s.crt").write_bytes(cert)
+    (tmp_path / "s.key").write_bytes(key)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / "s.crt", tmp_path / "s.key")
+    ctx.load_verify_locations(cadata=ca.cert_pem)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -4,8 +4,6 @@ client certificate, against a local HTTPS server that plays an API server coming
 from __future__ import annotations
 
 import http.server
-import ssl
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,16 +12,13 @@ import pytest
 from skyrack import plan as planmod
 from skyrack.kube import layer, readiness
 
-from .conftest import CONFIGS, NOW, admin_kubeconfig, control_plane_outputs, make_ca, run_program
+from .conftest import CONFIGS, NOW, admin_kubeconfig, control_plane_outputs, https_server, make_ca, run_program
 
 
 @contextmanager
 def apiserver(ca, tmp_path, not_ready_for: int) -> Iterator[tuple[str, list[str]]]:
     """An HTTPS server on loopback that requires a client certificate from `ca` and answers
     /readyz with 503 for the first `not_ready_for` requests, then 200. Yields (endpoint, paths seen)."""
-    cert, key = ca.issue("kube-apiserver", server_ips=["127.0.0.1"])
-    (tmp_path / "s.crt").write_bytes(cert)
-    (tmp_path / "s.key").write_bytes(key)
     seen: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -37,19 +32,8 @@ def apiserver(ca, tmp_path, not_ready_for: int) -> Iterator[tuple[str, list[str]
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(tmp_path / "s.crt", tmp_path / "s.key")
-    ctx.load_verify_locations(cadata=ca.cert_pem)
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with https_server(ca, tmp_path, Handler) as endpoint:
+        yield endpoint, seen
 
 
 class FakeClock:

@@ -39,6 +39,19 @@ class Lab:
     def status(self) -> dict:
         return json.loads(run_cli("lab", "status", str(self.env), "--json").stdout)
 
+    def ready(self, wait: float = 300) -> list[dict]:
+        """Wait until the cluster is ready for work the way `./dev lab` does (`skyrack lab ready`: nodes Ready,
+        kube-proxy on each, CoreDNS answering from each; skyrack.kube.health); its checks. A test that
+        needs an addon waits through this, never on a sleep."""
+        proc = run_cli("lab", "ready", str(self.env), "--wait", str(wait), "--json", timeout=wait + 120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(proc.stdout)["checks"]
+
+    def nodes(self) -> list[dict]:
+        proc = run_cli("lab", "nodes", str(self.env), "--json", timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(proc.stdout)["nodes"]
+
 
 def lab_missing() -> str | None:
     if os.geteuid() != 0:

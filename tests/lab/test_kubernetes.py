@@ -1,6 +1,7 @@
 """The lab's Kubernetes after the rack joined (tests/lab/test_join.py runs first): a real cluster.
 
-Every node Ready with the plan's labels and taints; CoreDNS answers for the cluster's own names;
+Every node Ready with the plan's labels and taints; CoreDNS answers for the cluster's own names, and the
+cluster is not called ready while it does not;
 a pod on each worker gets an address from that node's planned range and reaches a pod on another
 worker and the API server's ClusterIP. The pods run upstream's own e2e image (agnhost), built
 with the rest of Kubernetes.
@@ -11,30 +12,20 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shlex
 import subprocess
 import sys
 
 import pytest
 
 from skyrack import plan as planmod
+from skyrack.kube import bootstrap, health
 from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 NAMESPACE = "skyrack-e2e"
 CLI = [sys.executable, "-m", "skyrack"]
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
-# A DNS query for one A record, answered by CoreDNS through the kube-dns ClusterIP (run on a node).
-DNS_QUERY = r"""
-import socket, struct, sys
-name, server = sys.argv[1], sys.argv[2]
-q = struct.pack(">HHHHHH", 0x5b5b, 0x0100, 1, 0, 0, 0)
-q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.settimeout(5)
-s.sendto(q, (server, 53))
-r = s.recv(512)
-print(socket.inet_ntoa(r[-4:]) if struct.unpack(">H", r[6:8])[0] else "no answer")
-"""
 
 
 def kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> str:
@@ -48,9 +39,8 @@ def kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> st
 
 @pytest.fixture(scope="module")
 def cluster(lab):
-    proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", "--json", timeout=400)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout)
+    lab.ready()
+    return {"nodes": lab.nodes()}
 
 
 def test_every_worker_is_ready_with_the_plans_labels_and_taints(lab, cluster):
@@ -65,12 +55,36 @@ def test_every_worker_is_ready_with_the_plans_labels_and_taints(lab, cluster):
 
 
 def test_coredns_answers_for_the_cluster(lab, cluster):
+    """From every worker, through the kube-dns ClusterIP (every kubelet's clusterDNS) and kube-proxy."""
     p = planmod.make(lab.env)
-    dns = p.dns_service_ip  # every kubelet's clusterDNS
     api = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[1])
-    name = f"kubernetes.default.svc.{p.env.kubernetes.cluster_domain}"
-    answer = lab.ssh("r01-n01", f"python3 -c '{DNS_QUERY}' {name} {dns}").strip()
-    assert answer == api
+    for node in p.nodes:
+        assert lab.ssh(node.name, shlex.join(health.dns_query_argv(p))).strip() == api, node.name
+
+
+def test_the_cluster_is_not_ready_while_coredns_is_stopped_and_the_wait_names_it(lab, cluster):
+    """`skyrack lab ready` (what ./dev lab and these tests wait on) with CoreDNS scaled to nothing: not
+    ready, naming CoreDNS; scaled back to the plan's count, ready again, DNS answering from every node."""
+    replicas = bootstrap.coredns_replicas(planmod.make(lab.env))
+    kubectl(lab, "-n", "kube-system", "scale", "deployment/coredns", "--replicas=0")
+    try:
+        kubectl(lab, "-n", "kube-system", "wait", "--for=delete", "pod", "-l", "k8s-app=kube-dns", "--timeout=120s")
+        proc = run_cli("lab", "ready", str(lab.env), "--wait", "10", timeout=120)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "not ready after 10 s: CoreDNS: scaled to 0 replicas" in proc.stderr, proc.stderr
+        assert "lab waiting: CoreDNS: scaled to 0 replicas" in proc.stderr, proc.stderr  # said while it waited
+        assert "DNS: not asked: CoreDNS is not ready" in proc.stderr, proc.stderr
+        proc = run_cli("lab", "ready", str(lab.env), "--json", timeout=120)
+        assert proc.returncode == 1
+        checks = {c["name"]: c["ready"] for c in json.loads(proc.stdout)["checks"]}
+        # the verdict is about CoreDNS (and the lookups it answers) alone
+        assert checks == {"kube-apiserver": True, "kube-controller-manager": True, "kube-scheduler": True,
+                          "nodes": True, "kube-proxy": True, "CoreDNS": False, "DNS": False}, checks
+    finally:
+        kubectl(lab, "-n", "kube-system", "scale", "deployment/coredns", f"--replicas={replicas}")
+    checks = {c["name"]: c for c in lab.ready()}
+    assert checks["CoreDNS"]["ready"] and checks["DNS"]["ready"], checks
+    assert f"{replicas}/{replicas} replicas ready" in checks["CoreDNS"]["detail"]
 
 
 def test_pods_get_planned_addresses_and_reach_each_other_and_the_api_server(lab, cluster):

@@ -58,6 +58,13 @@ def wait(what: str, predicate, timeout: float = 180, interval: float = 3):
         time.sleep(interval)
 
 
+def refused(lab, namespace: str) -> set[str]:
+    """The pods of the namespace the scheduler has refused at least once (a FailedScheduling event)."""
+    events = json.loads(kubectl(lab, "get", "events", "-n", namespace, "--field-selector", "reason=FailedScheduling",
+                                "-o", "json").stdout)["items"]
+    return {e["involvedObject"]["name"] for e in events if e["involvedObject"].get("kind") == "Pod"}
+
+
 def pod(name: str, namespace: str, cpu: str = "50m", *, labels: dict | None = None, priority: str | None = None,
         tolerations: list | None = None, **spec) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
@@ -84,10 +91,8 @@ def pulumi(lab, *args: str, env: Path | None = None, timeout: float = 1800) -> s
 
 @pytest.fixture(scope="module")
 def workers(lab) -> list[str]:
-    proc = run_cli("lab", "nodes", str(lab.env), "--wait", "300", "--json", timeout=400)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [n["name"] for n in json.loads(proc.stdout)["nodes"] if n["name"] in {x.name for x in
-                                                                                 planmod.make(lab.env).nodes}]
+    lab.ready()
+    return [n["name"] for n in lab.nodes() if n["name"] in {x.name for x in planmod.make(lab.env).nodes}]
 
 
 def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
@@ -105,13 +110,16 @@ def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
     try:
         apply(lab, group, *[pod(f"gang-{i}", TEAM, labels=member, tolerations=tol, affinity=spread)
                             for i in range(n)])
-        deadline = time.monotonic() + 45  # several scheduling cycles and the plugin's permit wait
-        while time.monotonic() < deadline:
-            members = pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")
-            assert len(members) == n
-            bound = [p["metadata"]["name"] for p in members if p["spec"].get("nodeName")]
-            assert not bound, f"{bound} bound although only {n - 1} of the {n} members fit"
-            time.sleep(3)
+        # the scheduler's verdict, not a guess at how long it takes: every member tried and refused (the one
+        # that fits nowhere by its filters, the others at coscheduling's permit stage, after its wait) ...
+        names = {f"gang-{i}" for i in range(n)}
+        wait(f"a FailedScheduling event for each of the {n} members",
+             lambda: names <= refused(lab, TEAM), timeout=120 + planmod.make(lab.env).env.cluster.gang_permit_wait_seconds)
+        # ... and none of them bound
+        members = pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")
+        assert len(members) == n
+        bound = [p["metadata"]["name"] for p in members if p["spec"].get("nodeName")]
+        assert not bound, f"{bound} bound although only {n - 1} of the {n} members fit"
         kubectl(lab, "delete", "pod", "-n", TEAM, "gang-blocker", "--wait=true")
         # the rejected group sits in the scheduler's unschedulable queue: retried by itself at the latest
         # after podMaxInUnschedulablePodsDuration (5 minutes, kube-scheduler's default; coscheduling does not
@@ -153,9 +161,11 @@ def _millicores(q: str) -> int:
 def test_a_research_pod_preempts_balloons_and_preemptible_work_does_not(lab, workers):
     """Balloons hold headroom on the team's rack: a normal-priority pod that fits only without the balloon
     on its node preempts it at once; a preemptible pod of the same size cannot, and stays Pending."""
-    wait("every balloon running", lambda: len([p for p in pods(lab, batch.BALLOON_NAMESPACE,
-                                                               "app.kubernetes.io/name=balloon")
-                                               if p["status"].get("phase") == "Running"]) == 3)
+    balloons = sum(t.balloon.replicas for t in planmod.make(lab.env).env.cluster.teams.values())
+    assert balloons, "the lab's environment holds no balloon: this test would prove nothing"
+    wait(f"all {balloons} balloons running", lambda: len([p for p in pods(lab, batch.BALLOON_NAMESPACE,
+                                                                          "app.kubernetes.io/name=balloon")
+                                                          if p["status"].get("phase") == "Running"]) == balloons)
     node, (other, held, victims) = next((w, r) for w in workers if (r := _requests_on(lab, w))[2])
     alloc = _millicores(json.loads(kubectl(lab, "get", "node", node, "-o", "json").stdout)
                         ["status"]["allocatable"]["cpu"])
@@ -165,7 +175,8 @@ def test_a_research_pod_preempts_balloons_and_preemptible_work_does_not(lab, wor
     pin = {"nodeSelector": {"kubernetes.io/hostname": node}}
     try:
         apply(lab, pod("opportunistic", TEAM, size, priority="skyrack-preemptible", tolerations=tol, **pin))
-        time.sleep(20)
+        # the scheduler tried it and found no node (it may not preempt the balloon): its event, not a sleep
+        wait("a FailedScheduling event for the preemptible pod", lambda: "opportunistic" in refused(lab, TEAM))
         (p,) = pods(lab, TEAM, "skyrack-e2e=layer")
         assert not p["spec"].get("nodeName"), "a preemptible pod took the balloon's headroom"
         kubectl(lab, "delete", "pod", "-n", TEAM, "opportunistic", "--wait=true")

@@ -37,6 +37,13 @@ def test_a_non_lab_environment_is_refused(env_copy):
     assert "Traceback" not in proc.stderr
 
 
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
+    except (OSError, IndexError):
+        return "zombie"  # gone while we read: as good as dead
+
+
 def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
     """A small lab of its own: kill its processes hard, `up` recovers with disks intact, `down` leaves nothing."""
     if lab_missing():
@@ -53,7 +60,12 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
             os.killpg(host["pid"], signal.SIGKILL)
         os.kill(st["proxy_pid"], signal.SIGKILL)
         os.killpg(st["receptor_pid"], signal.SIGKILL)
-        time.sleep(1)
+        # gone, as the status will see them: no process left with those IDs (SIGKILL is not instantaneous)
+        pids = [h["pid"] for h in st["hosts"].values()] + [st["proxy_pid"], st["receptor_pid"]]
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in pids):
+            assert time.monotonic() < deadline, "a killed lab process is still running"
+            time.sleep(0.2)
         assert run_cli("lab", "status", str(env)).returncode == 1
         proc = run_cli("lab", "up", str(env), timeout=600)
         assert proc.returncode == 0, proc.stderr

@@ -25,6 +25,10 @@ from . import objects as o
 TOKEN_RE = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
 TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"  # noqa: S105 - a group name
 NODES_GROUP = "system:nodes"
+# the addons' objects, by kubeadm's names (skyrack.kube.health asks for them by these)
+KUBE_PROXY = "kube-proxy"
+COREDNS = "coredns"
+DNS_SERVICE = "kube-dns"
 KUBE_SYSTEM, KUBE_PUBLIC = "kube-system", "kube-public"
 
 
@@ -167,7 +171,7 @@ def kube_proxy(p: planmod.Plan, endpoint: Any) -> list[o.Manifest]:
         *_get_configmap_role("kube-proxy", "kube-proxy", KUBE_SYSTEM, _groups(TOKEN_GROUP)),
         o.obj("v1", "ConfigMap", "kube-proxy", KUBE_SYSTEM, labels=labels,
               data={"config.conf": _yaml(conf), "kubeconfig.conf": o.lift(kube_proxy_kubeconfig, endpoint)}),
-        o.workload("DaemonSet", "kube-proxy", KUBE_SYSTEM, pod, labels=labels),
+        o.workload("DaemonSet", KUBE_PROXY, KUBE_SYSTEM, pod, labels=labels),
     ]
 
 
@@ -235,12 +239,12 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
         o.binding("system:coredns", "ClusterRole", "system:coredns",
                   [o.subject("ServiceAccount", "coredns", KUBE_SYSTEM)]),
         o.obj("v1", "ConfigMap", "coredns", KUBE_SYSTEM, data={"Corefile": COREFILE.format(domain=k.cluster_domain)}),
-        o.workload("Deployment", "coredns", KUBE_SYSTEM, pod, labels=labels, replicas=coredns_replicas(p),
+        o.workload("Deployment", COREDNS, KUBE_SYSTEM, pod, labels=labels, replicas=coredns_replicas(p),
                    pod_annotations=o.scrape(9153)),
         # the autoscaler's scale-down and node drains never take all of DNS at once
         o.obj("policy/v1", "PodDisruptionBudget", "coredns", KUBE_SYSTEM, labels=labels,
               spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}}),
-        o.obj("v1", "Service", "kube-dns", KUBE_SYSTEM, labels=labels,
+        o.obj("v1", "Service", DNS_SERVICE, KUBE_SYSTEM, labels=labels,
               spec={"clusterIP": p.dns_service_ip, "selector": labels,
                     "ports": [svc_port, {**svc_port, "name": "dns-tcp", "protocol": "TCP"},
                               {"name": "metrics", "port": 9153, "protocol": "TCP", "targetPort": 9153}]}),

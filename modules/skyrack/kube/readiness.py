@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime as dt
+import email.utils
+import json
 import os
 import ssl
 import tempfile
@@ -53,6 +56,37 @@ def _tls(ca_pem: str, kubeconfig: str | None) -> Iterator[tuple[ssl.SSLContext, 
                     f.write(base64.b64decode(user[field]))
             ctx.load_cert_chain(cert, key)
         yield ctx, headers
+
+
+@contextlib.contextmanager
+def api(endpoint: str, ca_pem: str, kubeconfig: str | None,
+        timeout: float = 10) -> Iterator[Callable[[str], tuple[dict[str, Any], dt.datetime]]]:
+    """A GET of the API server, TLS verified against the cluster CA, as the admin: ``get(path)`` returns
+    the JSON answer (``{}`` for a non-JSON one such as /readyz's) and the server's clock (its Date
+    header). Anything but 200 raises skyrack.kube.health.ApiError with the status (0: no answer)."""
+    from .health import ApiError
+
+    if not endpoint.startswith("https://"):
+        raise ValueError(f"apiserver_endpoint {endpoint!r} is not an https:// URL")
+    with _tls(ca_pem, kubeconfig) as (ctx, headers):
+        def get(path: str) -> tuple[dict[str, Any], dt.datetime]:
+            req = urllib.request.Request(endpoint.rstrip("/") + path, headers=headers)  # noqa: S310 - https only
+            try:
+                with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:  # noqa: S310
+                    body, date = resp.read(), resp.headers.get("Date")
+            except urllib.error.HTTPError as exc:
+                raise ApiError(exc.code, f"GET {path}: HTTP {exc.code}") from None
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise ApiError(0, f"GET {path}: {type(reason).__name__}: {reason}") from None
+            now = email.utils.parsedate_to_datetime(date) if date else dt.datetime.now(dt.UTC)
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = {}
+            return (data if isinstance(data, dict) else {}), now
+
+        yield get
 
 
 def probe(endpoint: str, ctx: ssl.SSLContext, headers: dict[str, str], timeout: float = 5) -> str | None:

@@ -13,6 +13,8 @@ from rich.table import Table
 from .. import build
 from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, env_path, err, guarded, ok, out
 from ..engine import EngineError
+from ..kube import health
+from ..term import safe
 from . import cluster, controlplane, lifecycle, stacks
 
 app = typer.Typer(help="The local lab: every host of a lab environment as a systemd-nspawn node.",
@@ -152,6 +154,36 @@ def nodes(
                       ", ".join(f"{k}={v}" for k, v in n["labels"].items()), ", ".join(n["taints"]))
         out.print(t)
     if not ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def ready(
+    path: EnvArg = DEFAULT_ENV,
+    wait: Annotated[float, typer.Option(help="Seconds to wait until every check passes (0: check once).")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Is the lab cluster ready for work? The API server, controller manager and scheduler leading, every
+    planned node Ready, kube-proxy on each, CoreDNS serving and answering from each node (exit 1 if not)."""
+    lab = _run(lambda: lifecycle.open_lab(path), as_json)
+    _run(lambda: lifecycle.artifacts(lab), as_json)  # a lab without Kubernetes: one clear error
+    say = (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]lab[/bold] {safe(m)}"))
+    try:
+        found = _run(lambda: cluster.wait_ready(lab.plan, lab.paths, wait, say=say), as_json)
+    except health.NotReady as exc:
+        found = exc.checks
+    is_ready = all(c.ready for c in found)
+    if as_json:
+        dump_json({"ok": is_ready, "checks": [c.as_dict() for c in found]})
+    else:
+        t = Table("check", "ready", "detail", title=f"{lab.plan.env.name}: cluster readiness", title_justify="left")
+        for c in found:
+            t.add_row(c.name, "yes" if c.ready else "[red]no[/red]", safe(c.detail))
+        out.print(t)
+        if not is_ready:
+            err.print(f"[red]error[/red] not ready{f' after {wait:.0f} s' if wait else ''}: "
+                      f"{safe(health.summary(found))}")
+    if not is_ready:
         raise typer.Exit(1)
 
 

@@ -19,10 +19,10 @@ import subprocess
 from pathlib import Path
 
 from .. import build
-from ..kube import readiness
+from ..kube import health, readiness
 from ..plan import Plan
 from ..render.kubeconfig import kubeconfig
-from . import controlplane, stacks
+from . import controlplane, ssh, stacks
 from .state import Paths
 
 READY_TIMEOUT = 300
@@ -71,6 +71,11 @@ def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifact
     except readiness.NotReady as exc:
         raise ClusterError(f"{exc}; the API server's boot log: ssh -F {paths.ssh_config} "
                            f"{plan.members_of('apiserver')[0].name} cat /var/log/cloud-init-output.log") from None
+    try:  # the API server answers: its scheduler and controller manager lead and renew their leases too
+        wait_ready(plan, paths, READY_TIMEOUT, health.CONTROL_PLANE, say)
+    except health.NotReady as exc:
+        raise ClusterError(f"{exc}; the API server's static pods: ssh -F {paths.ssh_config} "
+                           f"{plan.members_of('apiserver')[0].name} crictl ps -a") from None
     ws = stacks.workspace(paths, artifacts.engine)
     stacks.controlplane_up(ws, env_path, plan.env.name)
     stacks.write_outputs(ws, env_path, plan.env.name, outputs_path(paths), kubeconfig_path(paths))
@@ -110,3 +115,27 @@ def wait_nodes(plan: Plan, paths: Paths, artifacts: build.Artifacts, timeout: fl
             raise ClusterError(f"not Ready after {timeout:.0f} s: {', '.join(missing)} "
                                f"(kubectl --kubeconfig {kubeconfig_path(paths)} describe node <name>)")
         time.sleep(3)
+
+
+def probe(plan: Plan, paths: Paths, stage: str = health.CLUSTER) -> list[health.Check]:
+    """The cluster's readiness checks (skyrack.kube.health) against the lab: the API as the lab's admin,
+    the DNS query from every Ready planned node over the lab's SSH (host keys checked)."""
+    out = outputs(plan, paths)
+
+    def run_on(host: str, argv) -> tuple[int, str]:
+        import shlex
+
+        try:
+            proc = ssh.run(paths, host, shlex.join(argv), timeout=20)
+        except subprocess.TimeoutExpired:
+            return 124, "no answer (ssh timed out)"
+        return proc.returncode, proc.stdout + proc.stderr
+
+    with readiness.api(out["apiserver_endpoint"], out["ca_cert_pem"], out["admin_kubeconfig"]) as get:
+        return health.checks(plan, get, run_on, stage)
+
+
+def wait_ready(plan: Plan, paths: Paths, timeout: float, stage: str = health.CLUSTER,
+               say=print) -> list[health.Check]:
+    """Wait until the cluster is ready (the stage's checks); health.NotReady naming what is not."""
+    return health.wait(lambda: probe(plan, paths, stage), timeout, say=say)
