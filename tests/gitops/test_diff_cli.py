@@ -57,6 +57,28 @@ def test_cli_exit_codes_and_json(repo: GitRepo):
     assert text.returncode == 1 and "danger   control-plane  etcd 3 → 5 members" in text.stdout
 
 
+def test_a_configs_directory_with_nothing_to_compare_fails_the_gate(repo: GitRepo, tmp_path: Path):
+    """The review gate never passes on what it could not read: a --configs that does not exist, or that holds
+    no environment at either revision, is exit 1 with the reason (text and JSON), not "0 environments changed"."""
+    proc = run_cli("diff", "HEAD", "--configs", "no-such-dir", cwd=repo.root)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert ("no-such-dir: no environment file (<name>.yaml) at HEAD or in the working tree (and it is no directory "
+            "here): nothing to compare; is --configs right?") in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    (repo.root / "empty").mkdir()
+    (repo.root / "empty" / "notes.txt").write_text("not an environment\n")
+    proc = run_cli("diff", "main", "HEAD", "--configs", "empty", "--format", "json", cwd=repo.root)
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["ok"] is False and "empty: no environment file (<name>.yaml) at main or HEAD: nothing to compare" \
+        in data["error"] + json.dumps(data.get("problems")), data
+    # an environment that exists only on one side is a comparison, not nothing
+    (repo.root / "empty" / "dev.yaml").write_text((repo.configs / "dev.yaml").read_text())
+    (repo.root / "empty" / "dev.lock.yaml").write_text((repo.configs / "dev.lock.yaml").read_text())
+    proc = run_cli("diff", "main", "--configs", "empty", cwd=repo.root)
+    assert "new environment" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_missing_revision_is_a_clear_error(repo: GitRepo):
     proc = run_cli("diff", "no-such-branch", cwd=repo.root)
     assert proc.returncode == 1

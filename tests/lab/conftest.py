@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -74,8 +75,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
     # a Kubernetes build that is not cached yet happens here (./dev test builds it before pytest)
     proc = run_cli("lab", "up", str(env), "--seed-dir", str(seeds), timeout=3600)
     assert proc.returncode == 0, proc.stderr
-    # the cluster layer, by the real `pulumi up` of stacks/cluster (what ./dev lab runs before the join)
-    proc = run_cli("lab", "pulumi", "--env", str(env), "up", "--yes", timeout=1800)
+    # the cluster layer, by the real `pulumi up` of stacks/cluster (what ./dev lab runs before the join), run
+    # as `lab up` tells a person to run it: its hint is a command that works as printed
+    hint = re.search(r"the cluster layer:\s+skyrack\s+lab\s+pulumi\s+--env\s+(\S+)\s+up", proc.stderr)
+    assert hint and hint.group(1) == str(env), proc.stderr
+    proc = run_cli("lab", "pulumi", "--env", hint.group(1), "up", "--yes", timeout=1800)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     lab = Lab(env, Paths.for_bridge(BRIDGE))
     yield lab

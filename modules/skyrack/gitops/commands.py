@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from ..cliutil import ENVS_HELP, dump_json, env_files, env_path, fail, failure, guarded, ok, out
-from ..errors import InputError
+from ..errors import InputError, Problem
 from ..plan import make
 from ..policies.check import RULES, run
 from . import report_formats
@@ -49,6 +49,12 @@ def diff(
         repo = Repo(Path.cwd(), configs)
         base_side = Side(repo, repo.resolve(base), base)
         head_side = Side(repo, repo.resolve(head), head) if head else Side(repo, None, "working tree")
+        if not any(repo.env_files(side.rev) for side in (base_side, head_side)):
+            # a gate that compared nothing must not pass: a wrong --configs, or a checkout without its configs
+            where = f"{base} or {head}" if head else f"{base} or in the working tree"
+            here = "" if (Path.cwd() / configs).is_dir() else " (and it is no directory here)"
+            raise InputError([Problem(str(configs), "", f"no environment file (<name>.yaml) at {where}{here}: "
+                                                        "nothing to compare; is --configs right?")])
         return repo, base_side, head_side
 
     repo, base_side, head_side = guarded(run, fmt == Format.json)

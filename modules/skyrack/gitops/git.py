@@ -52,7 +52,10 @@ class Repo:
         """Repository-relative paths of the environment files at rev (None: the working tree)."""
         if rev is None:
             folder = self.root / self.configs
-            names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+            try:
+                names = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+            except OSError as exc:
+                raise InputError([Problem(self.configs, "", f"cannot be read: {exc.strerror or exc}")]) from None
         else:
             listing = self._git("ls-tree", "--name-only", "-z", rev, "--", self.configs + "/") or ""
             names = sorted(PurePosixPath(p).name for p in listing.split("\0") if p)

@@ -9,7 +9,7 @@ From it, as in Azure (`pulumi stack output --json --show-secrets`):
 * `admin.conf`, the admin kubeconfig (`skyrack lab kubeconfig` prints its path).
 
 Both are secret and live in the lab's root-only state directory (0600). The cluster layer
-is applied by the real `pulumi up` of stacks/cluster (`skyrack lab pulumi <env> up`).
+is applied by the real `pulumi up` of stacks/cluster (`skyrack lab pulumi --env <env> up`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def kubectl(artifacts: build.Artifacts, paths: Paths, *args: str, stdin: str | N
 
 def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifacts, say=print) -> None:
     """API servers ready, the stand-in control-plane stack up, the join's outputs and kubeconfig written
-    from it (idempotent). The cluster layer is the Pulumi program's: `skyrack lab pulumi <env> up`."""
+    from it (idempotent). The cluster layer is the Pulumi program's: `skyrack lab pulumi --env <env> up`."""
     out = outputs(plan, paths)
     try:
         readiness.wait_for_apiserver(out["apiserver_endpoint"], out["ca_cert_pem"], out["admin_kubeconfig"],
@@ -80,7 +80,7 @@ def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifact
     stacks.controlplane_up(ws, env_path, plan.env.name)
     stacks.write_outputs(ws, env_path, plan.env.name, outputs_path(paths), kubeconfig_path(paths))
     say(f"control-plane stack {plan.env.name} up (pulumi, state in {ws.backend}); the cluster layer: "
-        f"skyrack lab pulumi {env_path} up")
+        f"skyrack lab pulumi --env {env_path} up")
 
 
 def node_status(plan: Plan, paths: Paths, artifacts: build.Artifacts) -> list[dict]:

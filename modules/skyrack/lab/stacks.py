@@ -8,7 +8,7 @@ Two projects live in it, exactly as in Azure:
   `<env>`: `skyrack lab up` runs its `pulumi up` once the API servers answer; it exports the
   control plane's outputs through the contract;
 * `skyrack-cluster` (stacks/cluster/, the cluster layer, unchanged), stack `<env>`: run with
-  `skyrack lab pulumi <env> up` (what `./dev lab` does before the join). It reads the stand-in
+  `skyrack lab pulumi --env <env> up` (what `./dev lab` does before the join). It reads the stand-in
   through its StackReference `organization/skyrack/<env>`, as it reads the Azure stack.
 
 The join's outputs file is `pulumi stack output --json --show-secrets` of the stand-in, the
