@@ -222,3 +222,37 @@ def test_cluster_accepts_only_the_known_clusters():
     for path, cmd in with_cluster:
         result = invoke(*path, *env_args(cmd, "dev"), "--cluster", "etcd-x")
         assert result.exit_code == 2 and "is not one of 'etcd', 'etcd-events'" in result.stderr, (path, result.output)
+
+
+def _readme_commands() -> list[tuple[str, str]]:
+    """(usage cell, the doc it links or '') of every `skyrack ...` row of the README's command table."""
+    rows = []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.replace("\\|", "\0").split("|")[1:-1]]
+        if len(cells) == 3 and cells[0].startswith("`skyrack "):
+            link = cells[2].split("](", 1)[1].split(")", 1)[0] if "](" in cells[2] else ""
+            rows.append((cells[0].replace("\0", "|"), link))
+    return rows
+
+
+def test_the_readme_command_table_names_every_command_and_flag():
+    """Every command of the tree (walked, so a new one is checked too) is in the README's table, and each of
+    its flags is in its row or in the document the row links (`--json` is documented once for all)."""
+    rows = _readme_commands()
+    missing = []
+    for path, cmd in commands():
+        group, leaf = (path[0], path[-1]) if len(path) > 1 else (None, path[0])
+        row = next(((usage, doc) for usage, doc in rows
+                    if (words := usage.strip("`").split())[1] == (group or leaf)
+                    and (group is None or leaf in words[2].split("|"))), None)
+        if row is None:
+            missing.append(f"skyrack {' '.join(path)}: no row")
+            continue
+        usage, doc = row
+        text = usage + ((ROOT / doc).read_text() if doc else "")
+        for param in cmd.params:
+            flags = [o for o in param.opts if o.startswith("--")]
+            if param.param_type_name == "option" and flags and flags[0] != "--json" and not param.hidden \
+                    and not any(f in text for f in flags):
+                missing.append(f"skyrack {' '.join(path)} {flags[0]}: not in its row or {doc or 'any linked doc'}")
+    assert not missing, "\n".join(missing)
