@@ -95,6 +95,21 @@ def test_overlapping_cidrs(tmp_path: Path, field: str, value: str, message: str)
     rejects(write_env(tmp_path, overlap), message)
 
 
+@pytest.mark.parametrize(("certificates", "message"), [
+    ({"validity_minutes": 60, "renew_before_minutes": 60},
+     "kubernetes.certificates: renew_before_minutes (60) must be less than validity_minutes (60)"),
+    ({"validity_minutes": 2}, "kubernetes.certificates.validity_minutes: Input should be greater than or equal to 5"),
+    ({"renew_before_minutes": 0},
+     "kubernetes.certificates.renew_before_minutes: Input should be greater than or equal to 1"),
+    ({"validity_minutes": "1y"}, "kubernetes.certificates.validity_minutes: Input should be a valid integer"),
+])
+def test_bad_certificate_lifetimes(tmp_path: Path, certificates: dict, message: str) -> None:
+    def bad(d):
+        d["kubernetes"]["certificates"] = certificates
+
+    rejects(write_env(tmp_path, bad), message)
+
+
 @pytest.mark.parametrize(("count", "word"), [(4, "even"), (9, "out of range")])
 def test_bad_etcd_count(tmp_path: Path, count: int, word: str) -> None:
     def bad(d):

@@ -84,6 +84,37 @@ def test_lab_apiserver_has_no_load_balancer_hairpin(lab) -> None:
     assert f"{REPO}/ /" in paths["/usr/local/sbin/skyrack-kubeadm"]
 
 
+def test_api_servers_renew_kubeadms_certificates_before_they_expire(tmp_path) -> None:
+    """The environment's certificate lifetimes reach kubeadm (its validity, the controller manager's signing
+    duration for kubelets) and the renewal timer (how often, how far ahead), on every API server."""
+    data = yaml.safe_load((CONFIGS / "lab.yaml").read_text())
+    data["kubernetes"]["certificates"] = {"validity_minutes": 600, "renew_before_minutes": 100}
+    env = tmp_path / "lab.yaml"
+    env.write_text(yaml.safe_dump(data))
+    (tmp_path / "lab.lock.yaml").write_text((CONFIGS / "lab.lock.yaml").read_text())
+    plan = planmod.make(env)
+    member = plan.members_of("apiserver")[0]
+    config = yaml.safe_load(cloud_init.apiserver(plan, member, apiserver_pki(certs.issue_all(plan), member.name),
+                                                 kubernetes_repo=REPO))
+    paths = {f["path"]: f["content"] for f in config["write_files"]}
+    cluster = next(d for d in yaml.safe_load_all(paths["/etc/skyrack/kubeadm.yaml"])
+                   if d["kind"] == "ClusterConfiguration")
+    assert cluster["certificateValidityPeriod"] == "600m0s"
+    assert {"name": "cluster-signing-duration", "value": "600m0s"} in cluster["controllerManager"]["extraArgs"]
+    timer = paths["/etc/systemd/system/skyrack-certs-renew.timer"]
+    assert "OnUnitInactiveSec=1200s" in timer  # a fifth of the 100-minute window
+    script = paths["/usr/local/sbin/skyrack-certs-renew"]
+    assert "renew_before=6000\n" in script and "kubeadm certs renew all --config" in script
+    # one static pod at a time, in the order the API server comes first
+    order = [script.index(f"restart {c} ") for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+    assert order == sorted(order)
+    # enabled by the bootstrap on every boot, before its done-marker exit
+    boot = paths["/usr/local/sbin/skyrack-kubeadm"]
+    assert boot.index("systemctl enable --now skyrack-certs-renew.timer") < boot.index('[ -f "$done_marker" ] && exit 0')
+    # production: kubeadm's year, renewed a month ahead, checked twice a day
+    assert planmod.make(CONFIGS / "prod.yaml").env.kubernetes.certificates.check_every_s == 12 * 3600
+
+
 def test_user_data_fits_azure_custom_data() -> None:
     from skyrack.azure.vm import CUSTOM_DATA_LIMIT, custom_data
 
@@ -126,4 +157,6 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
             run = subprocess.run(["shellcheck", "--shell=sh", "-"], input=script, capture_output=True, text=True)
             assert run.returncode == 0, f"{path}:\n{run.stdout}"
             checked += 1
-    assert checked == 8  # etcd: disk and member scripts (lab, prod), prod's snapshot; API servers; the pool node
+    # etcd: disk and member scripts (lab, prod), prod's snapshot; API servers' bootstrap and certificate
+    # renewal; the pool node
+    assert checked == 10

@@ -238,12 +238,38 @@ class ControlPlane(Strict):
     etcd: Etcd = Etcd()
 
 
+class Certificates(Strict):
+    """How long what kubeadm makes on an API server lives, and when skyrack-certs-renew renews it.
+
+    Applies to kubeadm's certificates and kubeconfigs (apiserver-kubelet-client, front-proxy-client,
+    admin, super-admin, controller-manager, scheduler) and, as the controller manager's signing
+    duration, to every kubelet's client certificate (which kubelets rotate themselves). Minutes, so a
+    lab can prove renewal in minutes; production keeps kubeadm's year and renews a month ahead."""
+
+    validity_minutes: Annotated[StrictInt, Field(ge=5, le=5 * 365 * 24 * 60)] = 365 * 24 * 60
+    renew_before_minutes: Annotated[StrictInt, Field(ge=1)] = 30 * 24 * 60
+
+    @model_validator(mode="after")
+    def _window(self) -> Certificates:
+        if self.renew_before_minutes >= self.validity_minutes:
+            raise ValueError(f"renew_before_minutes ({self.renew_before_minutes}) must be less than "
+                             f"validity_minutes ({self.validity_minutes}): every check would renew again")
+        return self
+
+    @property
+    def check_every_s(self) -> int:
+        """How often each API server checks: a fifth of the renewal window, between a minute and 12 hours
+        (so a renewal that fails is tried about five times before anything expires)."""
+        return max(60, min(12 * 3600, self.renew_before_minutes * 60 // 5))
+
+
 class Kubernetes(Strict):
     version: Annotated[str, Field(pattern=r"^1\.([0-9]{1,3})\.([0-9]{1,4})$")]  # ASCII digits: \d is Unicode
     service_cidr: UsableNet = ipaddress.IPv4Network("10.96.0.0/12")
     pod_cidr: UsableNet
     pods_per_node: Annotated[StrictInt, Field(ge=8, le=250)] = 32
     cluster_domain: DnsName = "cluster.local"
+    certificates: Certificates = Certificates()
 
     _cidrs = field_validator("service_cidr", "pod_cidr", mode="before")(_network)
 

@@ -193,7 +193,11 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
                # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
                hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
     unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
-    return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit)
+    renew = {"member": member, "certs": plan.env.kubernetes.certificates}
+    return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit,
+                  certs_renew_script=render("cloud-init/kubeadm-certs-renew.sh.j2", **renew),
+                  certs_renew_service=render("cloud-init/kubeadm-certs-renew.service.j2", **renew),
+                  certs_renew_timer=render("cloud-init/kubeadm-certs-renew.timer.j2", **renew))
 
 
 def _cluster_context(plan: Plan) -> dict:
