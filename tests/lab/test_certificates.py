@@ -20,7 +20,7 @@ import pytest
 
 import lab_variants as variants
 from skyrack import plan as planmod
-from skyrack.kube import health
+from skyrack.kube import health, readiness
 from skyrack.lab import cluster
 from skyrack.lab.state import Paths
 from support import CONFIGS, need, run_cli
@@ -47,10 +47,12 @@ def short_lived(tmp_path_factory):
         # manager approve a node's renewal of its own client certificate (the layer's object, as
         # `skyrack kube manifests` prints it). One quick apply, done well before the first renewal restarts
         # the API server (the whole layer's `pulumi up` would run into that restart).
+        # And the gang scheduler's CRD and RBAC, without which the scheduler does not lead at all.
         docs = json.loads(run_cli("kube", "manifests", str(env), "--json", check=True).stdout)
-        (binding,) = [m for group in docs.values() if isinstance(group, list) for m in group
-                      if m["metadata"]["name"] == "kubeadm:node-autoapprove-certificate-rotation"]
-        proc = run_cli("lab", "kubectl", "--env", str(env), "apply", "-f", "-", input=json.dumps(binding))
+        needed = [m for m in docs["Bootstrap"] if m["metadata"]["name"] == "kubeadm:node-autoapprove-certificate-rotation"]
+        needed += docs["Scheduling"]
+        proc = run_cli("lab", "kubectl", "--env", str(env), "apply", "--server-side", "-f", "-",
+                       input=json.dumps({"apiVersion": "v1", "kind": "List", "items": needed}))
         assert proc.returncode == 0, proc.stderr
         yield env, Paths.for_bridge(BRIDGE)
     finally:
@@ -114,7 +116,12 @@ def test_kubeadms_certificates_are_renewed_and_the_control_plane_outlives_the_or
     # past the originals' expiry, the control plane runs on the renewed ones
     gone = max(made_by_kubeadm.values()) + dt.timedelta(seconds=30)
     time.sleep(max(0.0, (gone - dt.datetime.now(dt.UTC)).total_seconds()))
-    found = health.wait(lambda: cluster.probe(p, paths, health.CONTROL_PLANE), 180, say=lambda _m: None)
+    def control_plane() -> list[health.Check]:
+        out = cluster.outputs(p, paths)
+        with readiness.api(out["apiserver_endpoint"], out["ca_cert_pem"], out["admin_kubeconfig"]) as get:
+            return [health.check_apiserver(get), *(health.check_lease(get, name) for name in health.LEASES)]
+
+    found = health.wait(control_plane, 180, say=lambda _m: None)
     assert [c.name for c in found] == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 
     # the kubelet rotated its client certificate (a CSR of its own, approved through the cluster layer's binding

@@ -17,10 +17,12 @@ here is a list of checks, each answering from the API server's own state or from
   to the cluster DNS IP (the Service, through kube-proxy, as a pod's lookup goes) answers with the
   ``kubernetes`` Service's IP.
 
-Stages: ``CONTROL_PLANE`` (the first three; what `skyrack lab up` waits for, before any worker
-joined or the cluster layer ran) and ``CLUSTER`` (all of them; what `./dev lab`, `skyrack lab
-ready` and the lab tests wait for). :func:`wait` polls until every check passes or the deadline,
-printing one line naming what is not ready each time that changes.
+Stages: ``CONTROL_PLANE`` (the API server and the controller manager: what `skyrack lab up` waits
+for, before any worker joined or the cluster layer ran; the scheduler cannot lead before then, as
+its gang-scheduling plugin waits for the PodGroup CRD and RBAC the layer creates) and ``CLUSTER``
+(all of them; what `./dev lab`, `skyrack lab ready` and the lab tests wait for). :func:`wait`
+polls until every check passes or the deadline, printing one line naming what is not ready each
+time that changes.
 
 The API and the nodes come in as two callables, so the checks run the same against the lab
 (SSH to its nodes) and in tests (canned objects): ``get(path) -> (json, server_time)`` and
@@ -211,9 +213,11 @@ def _checks(p: planmod.Plan, get: Get, run_on: RunOn | None, stage: str, out: li
     out.append(check_apiserver(get))
     if not out[0].ready:
         return
-    out += [check_lease(get, name) for name in LEASES]
+    out.append(check_lease(get, "kube-controller-manager"))
     if stage == CONTROL_PLANE:
         return
+    # the scheduler (gang scheduling) leads only once the cluster layer gave it its PodGroup CRD and RBAC
+    out.append(check_lease(get, "kube-scheduler"))
     nodes, ready = check_nodes(get, [n.name for n in p.nodes])
     hosts = [n.name for n in p.nodes if n.name in ready]
     out += [nodes, check_kube_proxy(get, hosts), coredns := check_coredns(get)]

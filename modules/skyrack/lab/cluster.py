@@ -71,7 +71,7 @@ def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifact
     except readiness.NotReady as exc:
         raise ClusterError(f"{exc}; the API server's boot log: ssh -F {paths.ssh_config} "
                            f"{plan.members_of('apiserver')[0].name} cat /var/log/cloud-init-output.log") from None
-    try:  # the API server answers: its scheduler and controller manager lead and renew their leases too
+    try:  # the API server answers: its controller manager leads too (the scheduler, once the layer is applied)
         wait_ready(plan, paths, READY_TIMEOUT, health.CONTROL_PLANE, say)
     except health.NotReady as exc:
         raise ClusterError(f"{exc}; the API server's static pods: ssh -F {paths.ssh_config} "
