@@ -181,8 +181,8 @@ def check_coredns(get: Get) -> Check:
     if want == 0:
         return Check("CoreDNS", False, "scaled to 0 replicas")
     if ready < want or not endpoints:
-        return Check("CoreDNS", False, f"{ready}/{want} replicas ready, {endpoints} ready endpoints "
-                                       f"behind Service {bootstrap.DNS_SERVICE}")
+        return Check("CoreDNS", False, f"{ready}/{want} replicas ready, {endpoints} ready "
+                                       f"endpoint{'' if endpoints == 1 else 's'} behind Service {bootstrap.DNS_SERVICE}")
     return Check("CoreDNS", True, f"{ready}/{want} replicas ready, {endpoints} endpoints")
 
 
