@@ -15,6 +15,7 @@ from importlib.metadata import version
 
 import pytest
 import typer
+import yaml
 from typer.testing import CliRunner
 
 from skyrack import cli
@@ -211,6 +212,16 @@ def test_version_comes_from_the_package_metadata():
     proc = run_cli("--version")
     assert proc.returncode == 0
     assert proc.stdout == f"skyrack {version('skyrack')}\n"
+
+
+def test_one_version_the_collections_repeat():
+    """skyrack.__version__ is the one source (pyproject reads it); the Ansible collections' galaxy.yml must
+    carry a version of their own for `ansible-galaxy collection build`, and it is the same."""
+    import skyrack
+
+    assert version("skyrack") == skyrack.__version__
+    for galaxy in sorted((ROOT / "ansible").rglob("galaxy.yml")):
+        assert yaml.safe_load(galaxy.read_text())["version"] == skyrack.__version__, galaxy
 
 
 def test_cluster_accepts_only_the_known_clusters():

@@ -83,6 +83,8 @@ def test_the_wheel_carries_the_playbooks_roles_collections_and_templates(wheel):
     assert "skyrack/py.typed" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert "License-Expression: Apache-2.0" in meta
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the license text is not in the wheel"
+    assert "Requires-Dist: requests" in meta  # skyrack.etcd.client imports it
 
 
 def test_validate_plan_and_inventory_run_from_the_installed_package(venv, tmp_path):
