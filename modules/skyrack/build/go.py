@@ -32,11 +32,22 @@ def go_env(root: Path = ROOT) -> dict[str, str]:
     return env
 
 
+def tools_dir() -> Path:
+    """Where ./dev (scripts/setup-go.sh) installs a Go toolchain when the machine has none new enough."""
+    return Path(os.environ.get("SKYRACK_TOOLS_CACHE") or ROOT / "tools")
+
+
 def require_go() -> str:
+    """`go` on PATH, else the newest toolchain scripts/setup-go.sh installed into the tools cache."""
     go = shutil.which("go")
     if go is None:
-        raise BuildError("the Go toolchain is not installed (`go` is not on PATH): the lab builds Kubernetes "
-                         "from its Go modules; install Go, then run again")
+        installed = sorted(tools_dir().glob("go-*/bin/go"),
+                           key=lambda p: [int(x) for x in p.parent.parent.name[3:].split(".") if x.isdigit()])
+        go = str(installed[-1]) if installed else None
+    if go is None:
+        raise BuildError("the Go toolchain is not installed (`go` is not on PATH, none in "
+                         f"{tools_dir()}): the lab builds Kubernetes from its Go modules; `./dev setup` installs "
+                         "Go, then run again")
     return go
 
 
