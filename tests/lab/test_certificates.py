@@ -106,7 +106,10 @@ def test_kubeadms_certificates_are_renewed_and_the_control_plane_outlives_the_or
         return now if all(now[k] > first[k] for k in made_by_kubeadm) else None
 
     renewed = wait_until("every certificate kubeadm made renewed by skyrack-certs-renew", all_renewed, timeout=8 * 60)
-    log = _ssh(paths, "journalctl -u skyrack-certs-renew.service --no-pager -o cat")
+    # then it restarts the static pods, one at a time, and says what it renewed when it is done
+    log = wait_until("the renewal's restarts done", lambda: (
+        out if "renewed:" in (out := _ssh(paths, "journalctl -u skyrack-certs-renew.service --no-pager -o cat"))
+        else None), timeout=6 * 60)
     for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         assert f"{component} restarted with the renewed certificates" in log, log
     assert all(renewed[k] - first[k] >= dt.timedelta(minutes=1) for k in made_by_kubeadm), (first, renewed)
