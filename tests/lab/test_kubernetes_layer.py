@@ -9,6 +9,7 @@ what the layer made. Runs after test_kubernetes.py (the workers are joined and R
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from skyrack import plan as planmod
+from skyrack import scheduler
 from skyrack.engine import EngineError
 from skyrack.kube import batch, gpu
 from skyrack.kube import labels as lb
@@ -124,10 +126,21 @@ def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
         # the rejected group sits in the scheduler's unschedulable queue: retried by itself at the latest
         # after podMaxInUnschedulablePodsDuration (5 minutes, kube-scheduler's default; coscheduling does not
         # register a pod's deletion), at once on an update of its PodGroup, which coscheduling does register:
-        # what an operator does to start a gang now (docs/kube.md). Either way within the timeout.
-        kubectl(lab, "annotate", "podgroup", "-n", TEAM, "gang", "skyrack-e2e/requeue=1", "--overwrite")
-        started = wait(f"all {n} members running once they fit",
-                       lambda: running(pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")), timeout=420)
+        # what an operator does to start a gang now (docs/kube.md). An update within the group's backoff after
+        # its last refusal (podGroupBackoffSeconds) is refused again ("failed recently"), so, as an operator
+        # would, requeue again every backoff and a little until the members run (or the 5-minute flush).
+        backoff = scheduler.scheduler_config(planmod.make(lab.env).env)["profiles"][0]["pluginConfig"][0]["args"][
+            "podGroupBackoffSeconds"]
+
+        tries = itertools.count(1)
+
+        def requeued_and_running() -> bool:
+            kubectl(lab, "annotate", "podgroup", "-n", TEAM, "gang", f"skyrack-e2e/requeue={next(tries)}",
+                    "--overwrite")
+            return running(pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang"))
+
+        started = wait(f"all {n} members running once they fit", requeued_and_running, timeout=420,
+                       interval=backoff + 5)
         assert started
         nodes = {p["spec"]["nodeName"] for p in pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")}
         assert nodes == set(workers)
