@@ -66,6 +66,9 @@ def show(path: Path, as_json: bool, done: bool = False) -> dict:
     out.print(t)
     out.print(f"bridge: {'up' if st['bridge'] else 'missing'}; forwarding DROP rules: "
               f"{'in place' if st['rules'] else 'missing'}; apt proxy: {st['apt_proxy'] or 'not running'}")
+    ino = st["inotify"]
+    if ino["limit"]:
+        out.print(f"inotify instances held by root (every lab's nodes share them): {ino['in_use']} of {ino['limit']}")
     out.print(f"ssh: ssh -F {st['ssh_config']} <host>")
     if st["mesh"]:
         out.print(f"Receptor (join --via receptor): {st['receptor'] or '[red]not running[/red]'}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from .. import azurite, build, daemon, upstream
 from .. import plan as planmod
 from ..errors import InputError, Problem
-from . import cluster, controlplane, image, mesh, network, nodes, site, ssh
+from . import cluster, controlplane, hostlimits, image, mesh, network, nodes, site, ssh
 from .state import STATE_ROOT, Host, LabState, Paths, load, save
 
 TOOLS = ("systemd-nspawn", "debootstrap", "iptables", "ssh", "ssh-keygen", "ip")
@@ -160,6 +160,11 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     seeds = {**controlplane.user_data(lab.plan, controlplane.ensure_pki(lab.plan, paths), lab.plan.env.mirrors.kubernetes),
              **mesh.user_data(lab.plan, paths, str(cfg.host_ip)), **(user_data or {})}
     pub = ssh.ensure_key(paths)
+    booting = [h.role for h in wanted.values()
+               if not (h.name in st.hosts and nodes.alive(st.hosts[h.name], cfg.bridge))]
+    warning = hostlimits.inotify_warning(booting)
+    if warning:
+        say(f"warning: {warning}")
     for roles in STAGES:
         stage = [h for h in wanted.values() if h.role in roles]
         started = [h for h in stage if _boot(lab, st, img.rootfs, h, seeds.get(h.name), pub,
@@ -388,5 +393,6 @@ def status(env_path: Path) -> dict:
         "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,
         "builds": build.report(),
         "ssh_config": str(lab.paths.ssh_config) if st else None,
+        "inotify": {"in_use": hostlimits.in_use(), "limit": hostlimits.limit()},  # root's, shared by every lab
         "hosts": hosts,
     }
