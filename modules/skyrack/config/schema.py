@@ -43,6 +43,7 @@ MAX_FILE_BYTES = 8 << 20  # an explicit 20,000-node file is ~1 MiB
 MAX_YAML_NODES = 500_000  # YAML nodes after expanding aliases (a 259-byte alias bomb expands to billions)
 MAX_NODES = 20_000  # on-prem nodes, compact ranges expanded
 MAX_PROBLEMS = 200  # problems listed per file; the rest are counted
+BRIDGE_PATTERN = r"^[a-z][a-z0-9]{1,14}$"  # a Linux interface name (15 characters at most)
 
 # Address ranges no field may use (or, for admin_cidrs, lie inside).
 SPECIAL_RANGES = tuple((ipaddress.IPv4Network(n), what) for n, what in (
@@ -467,7 +468,7 @@ class Backups(Strict):
 class Lab(Strict):
     """Present only for the local lab: nodes are systemd-nspawn containers on this host."""
 
-    bridge: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,14}$")] = "skyrack0"
+    bridge: Annotated[str, Field(pattern=BRIDGE_PATTERN)] = "skyrack0"
     subnet: UsableNet = ipaddress.IPv4Network("198.18.0.0/24")
     suite: Annotated[str, Field(pattern=r"^[a-z]{2,20}$")] = "bookworm"
 

@@ -79,10 +79,40 @@ def show(path: Path, as_json: bool, done: bool = False) -> dict:
 
 
 @app.command()
-def down(path: EnvArg = DEFAULT_ENV) -> None:
+def down(
+    path: EnvArg = DEFAULT_ENV,
+    bridge: Annotated[str | None, typer.Option(help="Take down the lab recorded on this bridge instead, from its "
+                                                    "state alone (for a lab whose environment file is gone; "
+                                                    "`skyrack lab list` shows them).")] = None,
+) -> None:
     """Remove everything `up` made: nodes, their disks, the proxy, rules, bridge, state."""
-    _run(lambda: lifecycle.down(path, say=lambda m: err.print(f"[bold]lab[/bold] {m}")))
+    say = lambda m: err.print(f"[bold]lab[/bold] {m}")  # noqa: E731
+    if bridge is not None:
+        _run(lambda: lifecycle.down_bridge(bridge, say=say))
+        out.print(f"lab on {safe(bridge)} down")
+        return
+    _run(lambda: lifecycle.down(path, say=say))
     out.print("lab down")
+
+
+@app.command("list")
+def list_cmd(as_json: JsonOpt = False) -> None:
+    """Every lab on this machine, whichever environment made it: bridge, environment file, nodes running.
+    All labs share root's inotify instances (docs/lab.md), so a forgotten one can starve the next."""
+    found = lifecycle.labs()
+    if as_json:
+        dump_json(ok(labs=found))
+        return
+    if not found:
+        out.print("no lab on this machine")
+        return
+    t = Table("bridge", "environment", "environment file", "nodes running", title="labs on this machine",
+              title_justify="left")
+    for lab in found:
+        src = safe(lab["source"] or "?") + ("" if lab["source_exists"] else " [red](gone)[/red]")
+        t.add_row(safe(lab["bridge"]), safe(lab["environment"] or "?"), src, f"{lab['running']} of {lab['nodes']}")
+    out.print(t)
+    out.print("take one down: skyrack lab down ENV, or skyrack lab down --bridge BRIDGE when its file is gone")
 
 
 @app.command()

@@ -11,6 +11,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from .. import azurite, build, daemon, upstream
 from .. import plan as planmod
+from ..config.schema import BRIDGE_PATTERN
 from ..errors import InputError, Problem
 from . import cluster, controlplane, hostlimits, image, mesh, network, nodes, site, ssh
 from .state import STATE_ROOT, Host, LabState, Paths, load, save
@@ -136,9 +138,9 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
                                                      f"{', '.join(unknown)}")])
     check_host(kubernetes=lab.kubernetes is not None)
     cfg, paths = lab.cfg, lab.paths
-    st = load(paths) or LabState(env=lab.plan.env.name, source=str(env_path), bridge=cfg.bridge,
+    st = load(paths) or LabState(env=lab.plan.env.name, source=str(env_path.resolve()), bridge=cfg.bridge,
                                  subnet=str(cfg.subnet), host_ip=str(cfg.host_ip))
-    st.env, st.source = lab.plan.env.name, str(env_path)
+    st.env, st.source = lab.plan.env.name, str(env_path.resolve())
     paths.log_dir.mkdir(parents=True, exist_ok=True)
     artifacts = _build(lab, say)
     img = image.ensure(cfg.suite, paths.log_dir / "image.log", say)
@@ -331,7 +333,24 @@ def down(env_path: Path, say: Say = print) -> list[str]:
     """Remove everything `up` made: nodes (by PID), their disks, the proxy, rules, bridge, state."""
     lab = open_lab(env_path)
     check_host()
-    paths, bridge = lab.paths, lab.cfg.bridge
+    return teardown(lab.paths, lab.cfg.bridge, str(lab.cfg.subnet), say)
+
+
+def down_bridge(bridge: str, say: Say = print) -> list[str]:
+    """`down` from what the lab recorded, for a lab whose environment file is gone (a test's temporary
+    file, a deleted checkout): its state names the bridge, subnet, nodes and daemons."""
+    if not re.fullmatch(BRIDGE_PATTERN, bridge):
+        raise LabError(f"--bridge: {bridge!r} is not a lab bridge name (lab.bridge: {BRIDGE_PATTERN})")
+    check_host()
+    paths = Paths.for_bridge(bridge)
+    st = load(paths)
+    if st is None:
+        raise LabError(f"no lab is recorded on bridge {bridge} ({paths.state} does not exist); "
+                       "`skyrack lab list` shows the labs on this machine")
+    return teardown(paths, bridge, st.subnet, say)
+
+
+def teardown(paths: Paths, bridge: str, subnet: str, say: Say = print) -> list[str]:
     st = load(paths)
     done: list[str] = []
     if st is not None:
@@ -351,7 +370,7 @@ def down(env_path: Path, say: Say = print) -> list[str]:
     if node_root.is_dir():
         for d in node_root.iterdir():
             nodes.remove(paths, d.name)
-    network.remove_rules(network.forward_rules(bridge, str(lab.cfg.subnet)))
+    network.remove_rules(network.forward_rules(bridge, subnet))
     if network.bridge_exists(bridge):
         network.remove_bridge(bridge)
         done.append(f"removed bridge {bridge}")
@@ -360,6 +379,27 @@ def down(env_path: Path, say: Say = print) -> list[str]:
     for line in done:
         say(line)
     return done
+
+
+def labs(root: Path = STATE_ROOT) -> list[dict]:
+    """Every lab recorded on this machine (one per bridge), whichever environment file made it: its bridge,
+    environment file (and whether it still exists), state directory and running nodes."""
+    out = []
+    for state in sorted(root.glob("*/state.json")):
+        paths = Paths(state.parent)
+        try:
+            st = load(paths)
+        except (OSError, ValueError, TypeError):
+            out.append({"bridge": state.parent.name, "environment": None, "source": None, "source_exists": False,
+                        "state_dir": str(paths.root), "nodes": 0, "running": 0, "readable": False})
+            continue
+        assert st is not None
+        src = Path(st.source) if st.source else None
+        out.append({"bridge": st.bridge, "environment": st.env, "source": str(src) if src else None,
+                    "source_exists": bool(src and src.is_file()), "state_dir": str(paths.root),
+                    "nodes": len(st.hosts), "running": sum(nodes.alive(h, st.bridge) for h in st.hosts.values()),
+                    "readable": True})
+    return out
 
 
 @dataclass(frozen=True)
