@@ -5,6 +5,7 @@ grants) on top of `skyrack.policies.rules`, the same rule functions `skyrack che
 applies to the plan; both are tested without the Pulumi CLI in tests/gitops/.
 """
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -18,9 +19,26 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "modules"))
 
-from skyrack.policies import azure
+def _load_skyrack() -> None:
+    """Import `skyrack` from beside this pack, alone: the checkout's modules/skyrack (this is the repository's
+    policy/), or the installed package this pack is part of (skyrack/policy). Not its site-packages: the pack's
+    own virtualenv keeps its protobuf apart from skyrack's environment."""
+    here = Path(__file__).resolve().parent
+    package = here.parent / "modules" / "skyrack"
+    if not (package / "__init__.py").is_file():
+        package = here.parent
+    spec = importlib.util.spec_from_file_location("skyrack", package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["skyrack"] = module
+    spec.loader.exec_module(module)
+
+
+_load_skyrack()
+
+from skyrack.policies import azure  # noqa: E402
 
 
 def _apiserver(args: ResourceValidationArgs, report: ReportViolation) -> None:

@@ -56,3 +56,30 @@ def unwrap(value: object) -> object:
     if isinstance(value, list):
         return [unwrap(v) for v in value]
     return value
+
+
+# The pack's policies as it declares them, without serving them: `pulumi_policy` stands in for the SDK, whose
+# PolicyPack starts a gRPC server and waits for the engine. Run with `python -I -S`: no site-packages, so the
+# pack must find skyrack beside itself, as it does in its own virtualenv.
+POLICY_PACK_DECLARED = r"""
+import json, runpy, sys, types
+sdk = types.ModuleType("pulumi_policy")
+declared = []
+for name in ("EnforcementLevel", "ReportViolation", "ResourceValidationArgs", "StackValidationArgs"):
+    setattr(sdk, name, types.SimpleNamespace(MANDATORY="mandatory"))
+sdk.ResourceValidationPolicy = sdk.StackValidationPolicy = lambda **kw: kw["name"]
+sdk.PolicyPack = lambda **kw: declared.append((kw["name"], kw["policies"]))
+sys.modules["pulumi_policy"] = sdk
+runpy.run_path(sys.argv[1], run_name="__main__")
+print(json.dumps({"declared": declared, "skyrack": sys.modules["skyrack"].__file__}))
+"""
+
+
+def policy_pack_declared(python: str, pack: Path) -> dict:
+    """What the policy pack in `pack` declares, run by `python` with no site-packages, and where it found skyrack."""
+    import json
+
+    proc = subprocess.run([python, "-I", "-S", "-c", POLICY_PACK_DECLARED, str(pack / "__main__.py")], cwd=pack.parent,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

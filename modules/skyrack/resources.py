@@ -1,10 +1,12 @@
 """Where skyrack's own files are: the Ansible playbooks, roles and collections, the Jinja2
-templates, and the tools it runs that are not Python packages (Azurite, cloud-init's validator).
+templates, the Pulumi programs and policy pack, and the tools it runs that are not Python
+packages (Azurite, cloud-init's validator).
 
-The playbooks, roles and templates are package data, found with `importlib.resources`, so
-an installed wheel and a checkout run the same files: `skyrack/ansible` is the repository's
-`ansible/` directory (a symlink in the checkout, files in the wheel). Nothing here walks up
-from a module to the source tree.
+The playbooks, roles, templates, Pulumi programs and policy pack are package data, found
+with `importlib.resources`, so an installed wheel and a checkout run the same files:
+`skyrack/ansible`, `skyrack/stacks` and `skyrack/policy` are the repository's `ansible/`,
+`stacks/` and `policy/` directories (symlinks in the checkout, files in the wheel). Nothing
+here walks up from a module to the source tree.
 
 The tools are not in the package. In a checkout `./dev setup` installs them beside it
 (`scripts/npm-tools/`, `.cache/`); an installed package finds Azurite through
@@ -22,6 +24,8 @@ from pathlib import Path
 PACKAGE = Path(str(files("skyrack")))
 ANSIBLE = PACKAGE / "ansible"  # ansible.cfg, playbooks/, roles/, collections/
 TEMPLATES = PACKAGE / "templates"
+STACKS = PACKAGE / "stacks"  # the Pulumi programs: Azure (here), cluster/ (the cluster layer), lab/ (the lab's stand-in)
+POLICY = PACKAGE / "policy"  # the Pulumi policy pack
 
 
 def checkout() -> Path | None:

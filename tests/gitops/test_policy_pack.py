@@ -3,9 +3,11 @@ policy` feeds them), without the Pulumi CLI: the same rule functions as `skyrack
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from skyrack.policies import azure
+from support import ROOT, policy_pack_declared
 
 VNET = ("azure-native:network:VirtualNetwork", "vnet", {"subnets": [
     {"name": "apiservers", "addressPrefix": "10.0.0.32/28"},
@@ -64,3 +66,10 @@ def test_a_source_that_contains_the_etcd_subnet_is_a_violation_on_any_port():
 def test_a_stack_without_etcd_subnets_has_nothing_to_check():
     bad = nsg({"name": "any", "sourceAddressPrefix": "*", "destinationPortRange": "*"})
     assert azure.etcd_violations([bad]) == []
+
+
+def test_the_pack_finds_the_checkouts_skyrack_without_site_packages():
+    """policy/ runs in its own virtualenv (pulumi-policy's protobuf): it imports skyrack from modules/, alone."""
+    found = policy_pack_declared(sys.executable, ROOT / "policy")
+    assert found["declared"] == [["skyrack", ["apiserver-not-public", "etcd-isolated"]]]
+    assert found["skyrack"] == str(ROOT / "modules/skyrack/__init__.py")

@@ -1,9 +1,11 @@
 """skyrack as a user installs it: the wheel, in a fresh virtual environment outside the repository.
 
 The wheel is built from the working tree's files (what git tracks or would track) with the
-oldest setuptools the build floor allows, installed with its dependencies into a new venv
-in a scratch directory, and every command runs there with that directory as its working
-directory: nothing may come from the checkout. The join runs in check mode against a lab
+oldest setuptools the build floor allows, installed with its dependencies and its `pulumi`
+extra (the Pulumi SDKs) into a new venv in a scratch directory, and every command runs there
+with that directory as its working directory: nothing may come from the checkout. The Pulumi
+programs and the policy pack are package data: the cluster layer's program runs from there
+under Pulumi's mocks (no Pulumi CLI here), the way tests/kube runs it from the checkout. The join runs in check mode against a lab
 of one etcd member, one API server and one worker on its own bridge (skyrackp0,
 198.18.60.0/24), brought up and taken down here.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 import tomllib
@@ -19,11 +22,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 
 import lab_variants as variants
 from skyrack.gitops.git import Repo
-from support import CONFIGS, ROOT, need, run_cli
+from support import CONFIGS, ROOT, need, policy_pack_declared, run_cli
 
 pytestmark = pytest.mark.slow
 BRIDGE, OCTET = "skyrackp0", 60
@@ -57,7 +61,7 @@ def venv(wheel, tmp_path_factory) -> Path:
     """A fresh virtual environment holding the wheel and its dependencies (from the package index)."""
     tmp = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(tmp / "venv")], check=True, cwd=tmp, timeout=300)
-    pip = subprocess.run([str(tmp / "venv/bin/pip"), "install", "-q", str(wheel)], cwd=tmp, capture_output=True,
+    pip = subprocess.run([str(tmp / "venv/bin/pip"), "install", "-q", f"{wheel}[pulumi]"], cwd=tmp, capture_output=True,
                          text=True, timeout=1800)
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
     return tmp / "venv"
@@ -75,11 +79,14 @@ def test_the_wheel_carries_the_playbooks_roles_collections_and_templates(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    tracked = subprocess.run(["git", "ls-files", "ansible", "modules/skyrack/templates"], cwd=ROOT,
+    tracked = subprocess.run(["git", "ls-files", "ansible", "stacks", "policy", "modules/skyrack/templates"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.split()
-    expected = {"skyrack/" + p.removeprefix("modules/skyrack/") for p in tracked if not p.endswith(".ansible-lint")}
+    expected = {"skyrack/" + p.removeprefix("modules/skyrack/") for p in tracked
+                if not Path(p).name.startswith(".")}  # .ansible-lint, policy/.gitignore: not package data
     assert expected - names == set()
-    assert "skyrack/ansible/playbooks/join.yml" in expected and "skyrack/ansible/ansible.cfg" in expected
+    assert {"skyrack/ansible/playbooks/join.yml", "skyrack/ansible/ansible.cfg", "skyrack/stacks/cluster/__main__.py",
+            "skyrack/stacks/lab/Pulumi.yaml", "skyrack/stacks/controlplane.py",
+            "skyrack/policy/PulumiPolicy.yaml"} <= expected
     assert "skyrack/py.typed" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert "License-Expression: Apache-2.0" in meta
@@ -117,6 +124,90 @@ def test_the_installed_package_finds_its_tools_outside_the_checkout(venv, tmp_pa
                           env={"PATH": env_path, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == [str(fake), str(tmp_path / "cache/skyrack")]
+
+
+# the cluster layer's program from the installed package, under Pulumi's mocks; the StackReference answered with
+# the control-plane stack's outputs (argv[1], JSON); the environment file argv[2]; the workspace argv[3]
+CLUSTER_UNDER_MOCKS = r"""
+import json, runpy, sys
+from pathlib import Path
+import pulumi
+from skyrack.engine import Workspace
+from skyrack.lab import stacks
+
+outputs = json.loads(Path(sys.argv[1]).read_text())
+refs, made = [], []
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        if args.typ == "pulumi:pulumi:StackReference":
+            refs.append(args.inputs["name"])
+            return args.name, {"name": args.inputs["name"], "outputs": outputs,
+                               "secretOutputNames": ["bootstrap_token", "admin_kubeconfig"]}
+        made.append(f"{args.typ} {args.name}")
+        return f"{args.name}-id", args.inputs
+
+    def call(self, args):
+        return {}, None
+
+program = stacks.project_dir(Workspace(None, Path(sys.argv[3])).create(), stacks.CLUSTER_DIR)
+pulumi.runtime.set_mocks(Mocks(), project="skyrack-cluster", stack="dev", preview=True, organization="acme")
+pulumi.runtime.set_config("skyrack-cluster:environment", sys.argv[2])
+pulumi.runtime.test(lambda: runpy.run_path(str(program / "__main__.py")))()
+print(json.dumps({"stacks": str(stacks.STACKS), "program": str(program), "refs": refs, "made": made}))
+"""
+
+
+def test_lab_pulumi_finds_the_packaged_stacks(venv, tmp_path):
+    help_ = outside(venv, tmp_path, "skyrack", "lab", "pulumi", "--help")
+    assert help_.returncode == 0, help_.stderr
+    assert "Run the built Pulumi on the lab's cluster-layer stack" in help_.stdout
+    where = outside(venv, tmp_path, "python", "-c", "from skyrack.lab import stacks; "
+                                                    "print(stacks.CLUSTER_DIR, stacks.CONTROLPLANE_DIR, sep='\\n')")
+    assert where.returncode == 0, where.stderr
+    cluster_dir, controlplane_dir = (Path(p) for p in where.stdout.split("\n")[:2])
+    site = venv_site(venv) / "skyrack/stacks"
+    assert (cluster_dir, controlplane_dir) == (site / "cluster", site / "lab")
+    assert (cluster_dir / "__main__.py").read_text() == (ROOT / "stacks/cluster/__main__.py").read_text()
+    assert (controlplane_dir / "Pulumi.yaml").is_file()
+
+
+def test_the_cluster_layer_program_runs_from_the_installed_package(venv, tmp_path):
+    from kube.conftest import make_ca, run_program
+    from kube.test_stack import PROGRAM, WithControlPlaneStack, control_plane_stack
+
+    outputs = control_plane_stack(make_ca(), "https://10.0.1.4:6443")
+    (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+    env = tmp_path / "configs/dev.yaml"
+    env.parent.mkdir()
+    for name in ("dev.yaml", "dev.lock.yaml"):
+        (env.parent / name).write_bytes((CONFIGS / name).read_bytes())
+    proc = outside(venv, tmp_path, "python", "-c", CLUSTER_UNDER_MOCKS, str(tmp_path / "outputs.json"), str(env),
+                   str(tmp_path / "ws"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ran = json.loads(proc.stdout.splitlines()[-1])
+    assert ran["stacks"] == str(venv_site(venv) / "skyrack/stacks")
+    # from a wheel Pulumi runs a copy in the workspace whose Pulumi.yaml names no virtualenv inside site-packages
+    assert ran["program"] == str(tmp_path / "ws/programs/cluster")
+    project = yaml.safe_load((tmp_path / "ws/programs/cluster/Pulumi.yaml").read_text())
+    assert project["name"] == "skyrack-cluster" and "virtualenv" not in project["runtime"]["options"]
+    assert ran["refs"] == ["acme/skyrack/dev"]
+    # the same objects as the checkout's program under the same mocks
+    import pulumi
+
+    pulumi.runtime.set_all_config({"skyrack-cluster:environment": str(env)})
+    try:
+        here = run_program("dev", lambda: runpy.run_path(str(PROGRAM)), preview=True,
+                           rec=WithControlPlaneStack(outputs=outputs))
+    finally:
+        pulumi.runtime.set_all_config({})
+    assert len(ran["made"]) > 50 and sorted(ran["made"]) == sorted(f"{r.typ} {r.name}" for r in here)  # registered concurrently
+
+
+def test_the_packaged_policy_pack_finds_the_installed_skyrack(venv):
+    found = policy_pack_declared(str(venv / "bin/python"), venv_site(venv) / "skyrack/policy")
+    assert found["declared"] == [["skyrack", ["apiserver-not-public", "etcd-isolated"]]]
+    assert found["skyrack"] == str(venv_site(venv) / "skyrack/__init__.py")
 
 
 # ----------------------------------------------------------------------------- the join, against a lab
