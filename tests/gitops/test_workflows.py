@@ -423,7 +423,8 @@ def test_the_deploy_workflow_runs_as_written(tmp_path: Path, light: Path, bin_di
     r.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
     r.commit("one more node in dev")
     wf = load("deploy.yml")
-    out = run_job(r, wf, "changes", Context(github={"event": {"before": before}}, inputs={"env": ""}), bin_dir)
+    out = run_job(r, wf, "changes", Context(github={"event": {"before": before}, "ref": "refs/heads/main"},
+                                            inputs={"env": ""}), bin_dir)
     assert json.loads(out["environments"]) == ["dev"]
 
     run_job(r, wf, "up", Context(matrix={"env": "dev"}), bin_dir)
@@ -449,10 +450,12 @@ def test_a_failed_deploy_says_so_and_how_to_retry(tmp_path: Path, light: Path, b
     assert "Retry: run the deploy workflow on main with env=dev" in summary
 
     # the retry: dispatched by hand with the environment's name, that one environment from main as it is
-    dispatch = Context(github={"event": {"before": ""}}, inputs={"env": "dev"})
-    assert json.loads(run_job(r, wf, "changes", dispatch, bin_dir)["environments"]) == ["dev"]
-    for name, why in (("lab", "configs/lab.yaml is a lab environment: it has no Pulumi stacks"),
-                      ("staging", "no environment 'staging'")):
-        failures = failed_steps(r, wf, "changes", Context(github={"event": {"before": ""}}, inputs={"env": name}),
-                                bin_dir)
+    def dispatch(env: str, ref: str = "refs/heads/main") -> Context:
+        return Context(github={"event": {"before": ""}, "ref": ref}, inputs={"env": env})
+
+    assert json.loads(run_job(r, wf, "changes", dispatch("dev"), bin_dir)["environments"]) == ["dev"]
+    for ctx, why in ((dispatch("lab"), "configs/lab.yaml is a lab environment: it has no Pulumi stacks"),
+                     (dispatch("staging"), "no environment 'staging'"),
+                     (dispatch("dev", "refs/heads/feature"), "a deploy runs on main only")):
+        failures = failed_steps(r, wf, "changes", ctx, bin_dir)
         assert len(failures) == 1 and why in failures[0], failures
