@@ -43,8 +43,10 @@ def compare(old: Plan, new: Plan) -> list[Change]:
     out = [c for s in SECTIONS for c in s(old, new)]
     out += _unclaimed(old.env, new.env)
     if new.allocation.changed:
+        # the file in the checkout: a revision's plan is sourced as `REV:path` (gitops.review), not a path to run on
+        path = str(new.source).split(":", 1)[1] if ":" in str(new.source) else str(new.source)
         out.append(Change("caution", "nodes", new.lock_path.name,
-                          f"the lock file is out of date: run `skyrack plan {new.source}` and commit it "
+                          f"the lock file is out of date: run `skyrack plan {path}` and commit it "
                           f"(pod ranges below are what it would allocate)"))
     return out
 
