@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -110,6 +111,32 @@ def test_validate_plan_and_inventory_run_from_the_installed_package(venv, tmp_pa
     inv = outside(venv, tmp_path, "skyrack", "inventory", str(env), "--json")
     assert inv.returncode == 0, inv.stderr
     assert json.loads(inv.stdout)["rack_r01"]["hosts"] == ["r01-n01", "r01-n02"]
+
+
+def test_diff_runs_from_the_installed_package(venv, tmp_path):
+    """`skyrack diff` of a repository that holds environment files and no skyrack code (a team's own repository
+    with skyrack installed from the wheel): each revision is derived by the installed code."""
+    repo = tmp_path / "team"
+    (repo / "configs").mkdir(parents=True)
+    for name in ("dev.yaml", "dev.lock.yaml"):
+        shutil.copy(CONFIGS / name, repo / "configs" / name)
+    ident = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env={**os.environ, **ident})
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "base")
+    dev = repo / "configs" / "dev.yaml"
+    dev.write_text(dev.read_text().replace("{name: robotics, gpu_quota: 32}", "{name: robotics, gpu_quota: 24}", 1))
+    git("commit", "-qam", "a smaller quota")
+    proc = outside(venv, repo, "skyrack", "diff", "HEAD~1", "HEAD", "--format", "json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True, report
+    text = json.dumps(report)
+    assert "robotics" in text and "24" in text, text[:3000]
 
 
 def test_the_installed_package_finds_its_tools_outside_the_checkout(venv, tmp_path):
