@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +17,7 @@ from skyrack.policies import check, rules
 from support import run_cli
 
 Edit = Callable[[dict[str, Any]], None]
+TODAY = dt.date(2026, 12, 2)  # the day every rule is run on here: no test depends on the clock
 
 
 @pytest.fixture
@@ -33,8 +36,8 @@ def dev(env_copy) -> Callable[..., Path]:
     return make
 
 
-def findings(path: Path, rule: str) -> list[check.Finding]:
-    return [f for f in check.run(planmod.make(path)) if f.rule == rule]
+def findings(path: Path, rule: str, today: dt.date = TODAY) -> list[check.Finding]:
+    return [f for f in check.run(planmod.make(path), today) if f.rule == rule]
 
 
 def production(d: dict[str, Any]) -> None:
@@ -66,11 +69,12 @@ CASES = [
     ("gpu-quota-within-racks", [lambda d: d["teams"][0].update(gpu_quota=32)],
      [lambda d: d["teams"][0].update(gpu_quota=33)], ("teams[0].gpu_quota", "can be scheduled on 32")),
     ("kubernetes-mirror-matches-version",
-     [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.31/deb/")],
-     [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.31/deb/"),
-      lambda d: d["kubernetes"].update(version="1.32.0")], ("mirrors.kubernetes", "serves 1.31 packages")),
-    ("kubernetes-version-supported", [lambda d: d["kubernetes"].update(version="1.30.0")],
-     [lambda d: d["kubernetes"].update(version="1.29.9")], ("kubernetes.version", "outside the supported window")),
+     [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.37/deb/")],
+     [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.37/deb/"),
+      lambda d: d["kubernetes"].update(version="1.38.0")], ("mirrors.kubernetes", "serves 1.37 packages")),
+    ("kubernetes-version-supported", [production, lambda d: d["kubernetes"].update(version="1.37.2")],
+     [production, lambda d: d["kubernetes"].update(version="1.31.2")],
+     ("kubernetes.version", "reached its end of life on 2025-10-28")),
 ]
 
 
@@ -99,20 +103,107 @@ def test_the_stack_settings_repository_must_serve_the_version_too(dev):
     """dev names its apt repository in configs/Pulumi.dev.yaml (no mirrors.kubernetes): an upgrade must move it."""
     path = dev()
     stack = path.with_name("Pulumi.dev.yaml")
-    stack.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/deb/\n")
+    stack.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.37/deb/\n")
     assert findings(path, "kubernetes-mirror-matches-version") == []
-    upgraded = dev(lambda d: d["kubernetes"].update(version="1.32.0"))
+    upgraded = dev(lambda d: d["kubernetes"].update(version="1.38.0"))
     assert upgraded == path
     (found,) = findings(path, "kubernetes-mirror-matches-version")
-    assert found.field == "Pulumi.dev.yaml: skyrack:kubernetesAptRepo" and "serves 1.31 packages" in found.message
+    assert found.field == "Pulumi.dev.yaml: skyrack:kubernetesAptRepo" and "serves 1.37 packages" in found.message
     stack.write_text("config: [not, a, mapping\n")  # Pulumi's own error; the rule reads what it can
     assert findings(path, "kubernetes-mirror-matches-version") == []
 
 
-def test_the_version_window_is_defined_once():
-    lo, hi = rules.KUBERNETES_MINORS
-    assert rules.kubernetes_version_problem(f"1.{lo}.0") is None
-    assert rules.kubernetes_version_problem(f"1.{hi + 1}.0") is not None
+def test_the_release_calendar_is_upstreams():
+    table = rules.KUBERNETES_RELEASES
+    assert sorted(table) == list(range(30, 39)) and all(table[m].minor == m for m in table)
+    released = [table[m] for m in range(30, 38)]
+    assert all(r.released and r.end_of_life for r in released)
+    for r, following in itertools.pairwise(released):
+        assert r.released < following.released and r.end_of_life < following.end_of_life
+        assert 13 * 30 < (r.end_of_life - r.released).days < 15 * 31, r  # about 14 months of patches
+    assert (table[30].released, table[30].end_of_life) == (dt.date(2024, 4, 17), dt.date(2025, 6, 28))
+    assert (table[37].released, table[37].end_of_life) == (dt.date(2026, 8, 19), dt.date(2027, 10, 28))
+    assert (table[38].released, table[38].end_of_life) == (None, None)  # planned for 2026-12: not released
+    assert rules.newest_supported_minor(TODAY) == table[37]
+    assert rules.newest_supported_minor(dt.date(2026, 8, 18)) == table[36]  # the day before 1.37's release
+
+
+MOVE = "move to 1.37 (the newest minor in support, until 2027-10-28)"
+VERSION_CASES = [
+    # tier, version, day, expected (severity, message) or None
+    ("production", "1.37.2", TODAY, None),
+    ("production", "1.35.0", TODAY, None),  # its end of life (2027-02-28) is 88 days away
+    ("production", "1.32.13", TODAY,
+     ("error", f"1.32.13: Kubernetes 1.32 (released 2024-12-11) reached its end of life on 2026-02-28: "
+               f"no more patches, security fixes included; {MOVE}")),
+    ("staging", "1.34.1", TODAY,
+     ("error", f"1.34.1: Kubernetes 1.34 (released 2025-08-27) reached its end of life on 2026-10-27: "
+               f"no more patches, security fixes included; {MOVE}")),
+    ("dev", "1.32.13", TODAY,
+     ("warning", f"1.32.13: Kubernetes 1.32 (released 2024-12-11) reached its end of life on 2026-02-28: "
+                 f"no more patches, security fixes included; {MOVE}")),
+    ("lab", "1.31.2", TODAY,
+     ("warning", f"1.31.2: Kubernetes 1.31 (released 2024-08-13) reached its end of life on 2025-10-28: "
+                 f"no more patches, security fixes included; {MOVE}")),
+    ("production", "1.34.1", dt.date(2026, 10, 27), (  # the end of life is the last supported day
+        "warning", "1.34.1: Kubernetes 1.34 reaches its end of life on 2026-10-27 (today): plan the upgrade; "
+                   "move to 1.37 (the newest minor in support, until 2027-10-28)")),
+    ("production", "1.38.0", TODAY,
+     ("error", f"1.38.0: Kubernetes 1.38 is not released yet (as of 2026-12-02); {MOVE}")),
+    ("production", "1.37.0", dt.date(2026, 8, 18),
+     ("error", "1.37.0: Kubernetes 1.37 is not released until 2026-08-19 (as of 2026-08-18); "
+               "move to 1.36 (the newest minor in support, until 2027-06-28)")),
+    ("dev", "1.38.0", TODAY,
+     ("warning", f"1.38.0: Kubernetes 1.38 is not released yet (as of 2026-12-02); {MOVE}")),
+    ("production", "1.35.4", dt.date(2027, 1, 15),
+     ("warning", f"1.35.4: Kubernetes 1.35 reaches its end of life on 2027-02-28 (in 44 day(s)): plan the upgrade; "
+                 f"{MOVE}")),
+    ("dev", "1.35.4", dt.date(2027, 1, 15),
+     ("warning", f"1.35.4: Kubernetes 1.35 reaches its end of life on 2027-02-28 (in 44 day(s)): plan the upgrade; "
+                 f"{MOVE}")),
+    ("production", "1.35.4", dt.date(2026, 12, 30),  # 60 days before: the first day of the warning
+     ("warning", f"1.35.4: Kubernetes 1.35 reaches its end of life on 2027-02-28 (in 60 day(s)): plan the upgrade; "
+                 f"{MOVE}")),
+    ("production", "1.35.4", dt.date(2026, 12, 29), None),  # 61 days before
+    ("production", "1.37.2", dt.date(2027, 9, 1),  # the newest minor near its end of life: nothing to move to yet
+     ("warning", "1.37.2: Kubernetes 1.37 reaches its end of life on 2027-10-28 (in 57 day(s)): plan the upgrade; "
+                 "no newer minor is released yet: watch for one")),
+    ("production", "1.29.9", TODAY,
+     ("error", f"1.29.9: Kubernetes 1.29 is not in skyrack's release table (1.30 to 1.38), its support dates are "
+               f"unknown; {MOVE}")),
+    ("production", "1.99.0", TODAY,
+     ("error", f"1.99.0: Kubernetes 1.99 is not in skyrack's release table (1.30 to 1.38), its support dates are "
+               f"unknown; {MOVE}")),
+    ("lab", "1.29.9", TODAY,
+     ("warning", f"1.29.9: Kubernetes 1.29 is not in skyrack's release table (1.30 to 1.38), its support dates are "
+                 f"unknown; {MOVE}")),
+    ("production", "1.37.2", dt.date(2027, 10, 29),  # a table nobody updated: the message says so
+     ("error", "1.37.2: Kubernetes 1.37 (released 2026-08-19) reached its end of life on 2027-10-28: no more "
+               "patches, security fixes included; no minor in skyrack's release table is supported on 2027-10-29: "
+               "add upstream's newer minors to KUBERNETES_RELEASES (policies/rules.py)")),
+]
+
+
+@pytest.mark.parametrize(("tier", "version", "day", "expected"), VERSION_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in VERSION_CASES])
+def test_kubernetes_version_against_the_release_calendar(dev, tier: str, version: str, day: dt.date,
+                                                         expected: tuple[str, str] | None):
+    path = dev(lambda d: d.update(tier=tier), lambda d: d["kubernetes"].update(version=version))
+    found = [(f.field, f.severity, f.message) for f in findings(path, "kubernetes-version-supported", day)]
+    assert found == ([("kubernetes.version", *expected)] if expected else []), found
+
+
+def test_a_warning_does_not_fail_the_check(dev):
+    """dev on a minor past its end of life (for any day the check runs): reported, exit 0."""
+    path = dev(lambda d: d["kubernetes"].update(version="1.31.2"))
+    proc = run_cli("check", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 error(s), 1 warning(s)" in proc.stdout
+    assert "warning kubernetes-version-supported: kubernetes.version: 1.31.2: Kubernetes 1.31" in proc.stdout
+    data = json.loads(run_cli("check", str(path), "--json").stdout)
+    assert data["ok"] is True and data["results"][0]["ok"] is True
+    assert [(f["rule"], f["severity"]) for f in data["results"][0]["findings"]] == [
+        ("kubernetes-version-supported", "warning")]
 
 
 def test_shipped_configs_pass_the_check():

@@ -1,12 +1,16 @@
 """`skyrack check`: the policy rules applied to an environment's plan.
 
 Each rule has an id, a severity (error fails the check, warning is reported), what it
-protects and how to fix a violation. The logic that the Pulumi policy pack shares
-lives in `rules`; this module only feeds it from the plan.
+protects and how to fix a violation; a rule may report one violation at warning
+severity instead (a third item), as the version rule does outside production and
+staging. A rule registered `dated` is also given the day the check runs (`run`'s
+`today`). The logic that the Pulumi policy pack shares lives in `rules`; this module
+only feeds it from the plan.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
@@ -18,7 +22,8 @@ import yaml
 from ..plan import Plan
 from . import rules
 
-Violation = tuple[str, str]  # (field in the environment file, what is wrong)
+# (field in the environment file, what is wrong[, severity when not the rule's own])
+Violation = tuple[str, str] | tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,8 @@ class Rule:
     severity: str  # error | warning
     summary: str
     fix: str
-    evaluate: Callable[[Plan], Iterable[Violation]]
+    evaluate: Callable[..., Iterable[Violation]]  # (plan), or (plan, today) when dated
+    dated: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,16 +51,18 @@ class Finding:
 RULES: list[Rule] = []
 
 
-def rule(id: str, summary: str, fix: str, severity: str = "error"):
-    def register(fn: Callable[[Plan], Iterable[Violation]]) -> Callable[[Plan], Iterable[Violation]]:
-        RULES.append(Rule(id, severity, summary, fix, fn))
+def rule(id: str, summary: str, fix: str, severity: str = "error", dated: bool = False):
+    def register(fn: Callable[..., Iterable[Violation]]) -> Callable[..., Iterable[Violation]]:
+        RULES.append(Rule(id, severity, summary, fix, fn, dated))
         return fn
     return register
 
 
-def run(plan: Plan) -> list[Finding]:
-    """Every rule on one plan; findings in rule order."""
-    return [Finding(r.id, r.severity, field, message, r.fix) for r in RULES for field, message in r.evaluate(plan)]
+def run(plan: Plan, today: dt.date | None = None) -> list[Finding]:
+    """Every rule on one plan on `today` (default: today's UTC date); findings in rule order."""
+    day = today or rules.utc_today()
+    return [Finding(r.id, severity[0] if severity else r.severity, field, message, r.fix)
+            for r in RULES for field, message, *severity in (r.evaluate(plan, day) if r.dated else r.evaluate(plan))]
 
 
 # ----------------------------------------------------------------------------- the rules
@@ -166,14 +174,22 @@ def _pod_ranges(plan: Plan) -> Iterable[Violation]:
         yield "kubernetes.pods_per_node", f"{len(small)} node pod range(s) hold fewer than {want} addresses: {shown}"
 
 
+# The tiers an unsupported Kubernetes minor fails; the others get a warning.
+VERSION_ENFORCED_TIERS = ("production", "staging")
+
+
 @rule("kubernetes-version-supported",
-      f"kubernetes.version is within the supported window 1.{rules.KUBERNETES_MINORS[0]} to "
-      f"1.{rules.KUBERNETES_MINORS[1]}",
-      "upgrade one minor version at a time (each step a reviewed PR)")
-def _version(plan: Plan) -> Iterable[Violation]:
-    problem = rules.kubernetes_version_problem(plan.env.kubernetes.version)
+      f"kubernetes.version's minor is supported upstream on the day of the check (released, not past its end "
+      f"of life: KUBERNETES_RELEASES, 1.{min(rules.KUBERNETES_RELEASES)} to 1.{max(rules.KUBERNETES_RELEASES)}): "
+      f"an error in {' and '.join(VERSION_ENFORCED_TIERS)}, a warning in other tiers and "
+      f"{rules.EOL_WARNING_DAYS} days before the end of life",
+      "upgrade one minor version at a time (each step a reviewed PR) towards the minor the message names",
+      dated=True)
+def _version(plan: Plan, today: dt.date) -> Iterable[Violation]:
+    problem = rules.kubernetes_version_problem(plan.env.kubernetes.version, today)
     if problem:
-        yield "kubernetes.version", problem
+        enforced = problem.unsupported and plan.env.tier in VERSION_ENFORCED_TIERS
+        yield "kubernetes.version", problem.message, "error" if enforced else "warning"
 
 
 @rule("kubernetes-mirror-matches-version",

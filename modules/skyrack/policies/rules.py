@@ -6,6 +6,7 @@ returns what is wrong in words an operator can act on (empty when all is well).
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,11 +18,10 @@ ETCD_PORTS = (2379, 2380)  # client, peer
 # The broadest public range that may reach the API server: a /16 is a campus; anything
 # broader is "the internet" for practical purposes.
 BROADEST_PUBLIC_PREFIX = 16
-# The Kubernetes minor versions (1.x) skyrack is built and tested for. The one place
-# this window is defined: `skyrack check` and `skyrack diff` both read it.
-KUBERNETES_MINORS = (30, 32)
 INTERNET = ipaddress.IPv4Network("0.0.0.0/0")
 ALL_PORTS = ((0, 65535),)
+# How long before a minor's end of life `skyrack check` warns: time to plan the upgrade.
+EOL_WARNING_DAYS = 60
 
 
 @dataclass(frozen=True)
@@ -87,14 +87,98 @@ def etcd_exposure(grants: Iterable[Grant], etcd_nets: Iterable[IPv4Net],
     return out
 
 
-def kubernetes_version_problem(version: str) -> str | None:
-    """Why a Kubernetes version is outside the supported window, or None."""
-    lo, hi = KUBERNETES_MINORS
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """One Kubernetes minor (1.`minor`) in upstream's release calendar.
+
+    `end_of_life` is the last day of patch support (upstream's "End of Life" date): the
+    minor is supported from `released` through `end_of_life`, both included. None: not
+    released yet / no end of life announced.
+    """
+
+    minor: int
+    released: dt.date | None
+    end_of_life: dt.date | None
+
+    def supported_on(self, day: dt.date) -> bool:
+        return (self.released is not None and self.released <= day
+                and (self.end_of_life is None or day <= self.end_of_life))
+
+
+# Upstream's release calendar (kubernetes.io/releases and /releases/patch-releases): each
+# minor gets about 14 months of patches. The one place it is defined: the rule
+# `kubernetes-version-supported` of `skyrack check` (and so the review workflow) reads it.
+# A new minor is one line here, its dates from those pages.
+KUBERNETES_RELEASES: dict[int, KubernetesRelease] = {r.minor: r for r in (
+    KubernetesRelease(30, dt.date(2024, 4, 17), dt.date(2025, 6, 28)),
+    KubernetesRelease(31, dt.date(2024, 8, 13), dt.date(2025, 10, 28)),
+    KubernetesRelease(32, dt.date(2024, 12, 11), dt.date(2026, 2, 28)),
+    KubernetesRelease(33, dt.date(2025, 4, 23), dt.date(2026, 6, 28)),
+    KubernetesRelease(34, dt.date(2025, 8, 27), dt.date(2026, 10, 27)),
+    KubernetesRelease(35, dt.date(2025, 12, 17), dt.date(2027, 2, 28)),
+    KubernetesRelease(36, dt.date(2026, 4, 22), dt.date(2027, 6, 28)),
+    # release and end of life: the dates upstream's release schedule planned
+    KubernetesRelease(37, dt.date(2026, 8, 19), dt.date(2027, 10, 28)),
+    # planned for 2026-12, not released: no date until upstream publishes the release
+    KubernetesRelease(38, None, None),
+)}
+
+
+def utc_today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
+
+
+def newest_supported_minor(today: dt.date) -> KubernetesRelease | None:
+    """The newest minor in upstream support on `today`: the one to move to."""
+    supported = [r for r in KUBERNETES_RELEASES.values() if r.supported_on(today)]
+    return max(supported, key=lambda r: r.minor, default=None)
+
+
+@dataclass(frozen=True)
+class VersionProblem:
+    message: str
+    unsupported: bool  # False: still supported, but its end of life is near (plan the upgrade)
+
+
+def kubernetes_version_problem(version: str, today: dt.date | None = None) -> VersionProblem | None:
+    """Why a Kubernetes version is not (or soon no longer) supported upstream on `today`, or None.
+
+    Unsupported: a minor past its end of life, not released yet, or not in
+    `KUBERNETES_RELEASES`. A supported minor whose end of life is at most
+    `EOL_WARNING_DAYS` away is a problem too, with `unsupported` False.
+    `today` defaults to today's UTC date.
+    """
+    day = today or utc_today()
     try:
         major, minor = (int(x) for x in version.split(".")[:2])
     except ValueError:
-        return f"{version!r} is not a Kubernetes version (1.MINOR.PATCH)"
-    if major != 1 or not lo <= minor <= hi:
-        return f"{version} is outside the supported window 1.{lo} to 1.{hi}"
+        return VersionProblem(f"{version!r} is not a Kubernetes version (1.MINOR.PATCH)", True)
+    target = newest_supported_minor(day)
+    if target is None:
+        move = (f"no minor in skyrack's release table is supported on {day}: add upstream's newer minors "
+                "to KUBERNETES_RELEASES (policies/rules.py)")
+    else:
+        until = f", until {target.end_of_life}" if target.end_of_life else ""
+        move = f"move to 1.{target.minor} (the newest minor in support{until})"
+    known = KUBERNETES_RELEASES.get(minor) if major == 1 else None
+    if known is None:
+        first, last = min(KUBERNETES_RELEASES), max(KUBERNETES_RELEASES)
+        return VersionProblem(f"{version}: Kubernetes {major}.{minor} is not in skyrack's release table "
+                              f"(1.{first} to 1.{last}), its support dates are unknown; {move}", True)
+    if known.released is None or day < known.released:
+        when = f"until {known.released}" if known.released else "yet"
+        return VersionProblem(f"{version}: Kubernetes 1.{minor} is not released {when} (as of {day}); "
+                              f"{move}", True)
+    if known.end_of_life is None:
+        return None  # released, no end of life announced: supported
+    if day > known.end_of_life:
+        return VersionProblem(f"{version}: Kubernetes 1.{minor} (released {known.released}) reached its end of "
+                              f"life on {known.end_of_life}: no more patches, security fixes included; {move}", True)
+    left = (known.end_of_life - day).days
+    if left <= EOL_WARNING_DAYS:
+        if target is None or target.minor <= minor:
+            move = "no newer minor is released yet: watch for one"
+        when = "today" if left == 0 else f"in {left} day(s)"
+        return VersionProblem(f"{version}: Kubernetes 1.{minor} reaches its end of life on {known.end_of_life} "
+                              f"({when}): plan the upgrade; {move}", False)
     return None
-
