@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "modules"))
+from skyrack import upstream  # noqa: E402  (after the path above)
 
 SNIPPET = """
 import json, sys, time
@@ -46,7 +47,7 @@ def run(version: str, cache: Path | None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--version", default="1.32.13")
+    ap.add_argument("--version", default=max(upstream.KUBERNETES_BUILDS, key=lambda v: tuple(map(int, v.split(".")))))
     ap.add_argument("--cold", action="store_true", help="build into an empty cache root (tens of minutes)")
     ap.add_argument("--keep", action="store_true", help="keep the cold cache root afterwards")
     args = ap.parse_args()

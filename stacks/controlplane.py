@@ -123,7 +123,8 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
 
     etcd_roles = [r for r in ("etcd", "etcd-events") if plan.members_of(r)]
     backups = EtcdBackups("backups", ctx, [net.subnet_ids[r] for r in etcd_roles])
-    clusters = [EtcdCluster(role, ctx, role, net.subnet_ids[role], pki, ssh_key, backups.container_url, boot_after)
+    clusters = [EtcdCluster(role, ctx, role, net.subnet_ids[role], pki, ssh_key, backups.container_url,
+                            settings.kubernetes_repo, boot_after)
                 for role in etcd_roles]
     etcd = clusters[0]
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo,

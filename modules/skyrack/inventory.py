@@ -104,6 +104,8 @@ def global_vars(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, 
     out = {
         "skyrack_env": env.name,
         "skyrack_kubernetes_version": env.kubernetes.version,
+        "skyrack_containerd_version": env.kubernetes.containerd,
+        "skyrack_allow_cgroup_v1": env.kubernetes.allow_cgroup_v1,
         "skyrack_service_cidr": str(env.kubernetes.service_cidr),
         "skyrack_cluster_domain": env.kubernetes.cluster_domain,
         "skyrack_cluster_dns": plan.dns_service_ip,

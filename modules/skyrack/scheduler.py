@@ -1,9 +1,17 @@
-"""The KubeSchedulerConfiguration the API-server VMs run: kube-scheduler with gang scheduling.
+"""The scheduler the API-server VMs run: kube-scheduler with upstream's gang scheduling.
 
-The scheduler runs on the API-server VMs, configured by cloud-init (`render.cloud_init`
-embeds ``scheduler_config_yaml``), not by the cluster layer; so its configuration is core, a
-pure function of the environment. What the coscheduling plugin reads in the cluster (the
-PodGroup CRD, the scheduler's RBAC) is the cluster layer's: `kube.scheduling`.
+Gang scheduling is Kubernetes' own since 1.35 (KEP-4671, "workload-aware scheduling"): a PodGroup
+(`scheduling.k8s.io/v1beta1` in 1.37) whose `schedulingPolicy.gang.minCount` says how many pods
+must fit together, and pods that name it in `spec.schedulingGroup.podGroupName`. kube-scheduler's
+GangScheduling plugin binds none of them until `minCount` of them can be placed, and lets a
+waiting gang go after 5 minutes (upstream's fixed permit timeout). In 1.37 it is beta and off by
+default: the API servers serve the API and every control-plane component runs with the feature gate
+(`FEATURE_GATES`, `RUNTIME_CONFIG`, passed by kubeadm's ClusterConfiguration), and the plugin then
+joins the default profile by itself. The RBAC it needs (the scheduler reads PodGroups, team
+members write them through `edit`) is upstream's bootstrap policy, on once the gate is.
+
+The configuration is core, a pure function of the environment: cloud-init writes it on each
+API-server VM (`render.cloud_init` embeds ``scheduler_config_yaml``).
 """
 
 from __future__ import annotations
@@ -14,33 +22,27 @@ import yaml
 
 from . import config
 
-PLUGIN = "Coscheduling"
 DEFAULT_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
+POD_GROUP_API = "scheduling.k8s.io/v1beta1"
+FEATURE_GATES = {"GenericWorkload": True}  # the Workload and PodGroup API, and the GangScheduling plugin
+RUNTIME_CONFIG = f"{POD_GROUP_API}=true"  # a beta API is not served unless asked for
+
+
+def feature_gates() -> str:
+    """`--feature-gates` of kube-apiserver, kube-controller-manager and kube-scheduler."""
+    return ",".join(f"{name}={str(on).lower()}" for name, on in sorted(FEATURE_GATES.items()))
 
 
 def scheduler_config(env: config.Environment, kubeconfig: str = DEFAULT_KUBECONFIG) -> dict[str, Any]:
-    """KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) with coscheduling in the default profile.
-
-    Coscheduling must own queue sorting (pods of a group queue together); queueSort must be the
-    same in every profile, so it goes into the one profile every pod uses, `default-scheduler`.
-    Pods without a pod-group label are scheduled as before.
-    """
+    """KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): upstream's default profile, which has
+    the GangScheduling plugin when the feature gate is on; one leader-elected scheduler per API-server VM."""
+    del env  # the same for every environment today; the load settings of a large cluster will come from it
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": kubeconfig},
-        # one scheduler per API-server VM; only the leader schedules
         "leaderElection": {"leaderElect": True, "resourceNamespace": "kube-system", "resourceName": "kube-scheduler"},
-        "profiles": [{
-            "schedulerName": "default-scheduler",
-            "plugins": {
-                "queueSort": {"enabled": [{"name": PLUGIN}], "disabled": [{"name": "*"}]},
-                "multiPoint": {"enabled": [{"name": PLUGIN}]},
-            },
-            "pluginConfig": [{"name": PLUGIN, "args": {
-                "permitWaitingTimeSeconds": env.cluster.gang_permit_wait_seconds,
-                                                        "podGroupBackoffSeconds": 10}}],
-        }],
+        "profiles": [{"schedulerName": "default-scheduler"}],
     }
 
 

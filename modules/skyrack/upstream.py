@@ -2,7 +2,7 @@
 
 A real site downloads Kubernetes; the lab cannot, so `skyrack.build` compiles upstream's own
 programs from the Go module proxy and serves them from the lab's own mirrors. A version is
-listed here only once its whole set (Kubernetes, the coscheduling scheduler, CoreDNS, pause)
+listed here only once its whole set (Kubernetes, CoreDNS, pause, containerd, etcd)
 is known to build from what the proxy serves; `validate` refuses any other version for a lab
 environment, naming these. Pure data: the core (config validation) and the builder read it.
 """
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 class KubernetesBuild:
     version: str  # kubernetes.version, e.g. "1.32.13"
     go: str  # the `go` line of upstream's go.mod (the wrapper module uses the same)
-    scheduler_plugins: str  # sigs.k8s.io/scheduler-plugins release matching the minor
     coredns: str  # the CoreDNS release kubeadm of this minor deploys
     pause: str  # the pause image tag kubeadm of this minor expects
     agnhost: str  # test/images/agnhost/VERSION of this Kubernetes (upstream's e2e image)
@@ -39,7 +38,6 @@ class KubernetesBuild:
             "kube-controller-manager": f"{registry}/kube-controller-manager:{self.tag}",
             "kube-scheduler": f"{registry}/kube-scheduler:{self.tag}",
             "kube-proxy": f"{registry}/kube-proxy:{self.tag}",
-            "scheduler": f"{registry}/scheduler-plugins/kube-scheduler:{self.scheduler_plugins}",
             "coredns": f"{registry}/coredns/coredns:{self.coredns}",
             "pause": f"{registry}/pause:{self.pause}",
             "agnhost": f"{registry}/e2e-test-images/agnhost:{self.agnhost}",
@@ -49,8 +47,7 @@ class KubernetesBuild:
 KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
     b.version: b
     for b in (
-        KubernetesBuild(version="1.32.13", go="1.23.0", scheduler_plugins="v0.32.7", coredns="v1.11.3", pause="3.10",
-                        agnhost="2.53", staging_fallbacks={"k8s.io/endpointslice": "v0.32.12"}),
+        KubernetesBuild(version="1.37.2", go="1.26.0", coredns="v1.14.6", pause="3.10.2", agnhost="2.66.1"),
     )
 }
 
@@ -60,6 +57,19 @@ KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
 # with a checksum-database entry; receptorctl (PyPI) of the same minor speaks its control protocol.
 RECEPTOR_VERSION = "v1.4.4"
 RECEPTOR_GO = "1.21"  # the `go` line of its go.mod
+
+# The container runtime every node runs. Kubernetes 1.36 and later support containerd 2.x only (1.35 was
+# the last release for containerd 1.x, and Debian 12's 1.6 is out of containerd's own support), so the
+# site's Kubernetes repository serves containerd built from its Go module, as it serves kubelet.
+# containerd 2.4 still runs on cgroup v1 hosts (its RELEASES.md: cgroup v1 kept on a branch until 2029).
+CONTAINERD_VERSION = "v2.4.2"
+CONTAINERD_GO = "1.26.6"
+
+# etcd for the etcd VMs, from the site's Kubernetes repository too: kubeadm 1.37 refuses an external etcd
+# older than 3.5.24 (MinExternalEtcdVersion), and Debian 12's is 3.4.23. 3.6 is the newest stable minor
+# kubeadm 1.36 and 1.37 both support; these are its three modules' releases (server, etcdctl, etcdutl).
+ETCD_VERSION = "v3.6.16"
+ETCD_GO = "1.26.0"
 
 
 def known_versions() -> str:

@@ -21,7 +21,7 @@ def role_config(facts: dict) -> dict:
                 if t["name"].startswith("Configure containerd"))
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     ctx = {"skyrack_host": facts, "container_runtime_root": "/data/containerd",
-           "container_runtime_sandbox_image": "registry.k8s.io/pause:3.10",
+           "container_runtime_sandbox_image": "registry.k8s.io/pause:3.10.2",
            "container_runtime_max_concurrent_downloads": 10, "container_runtime_cni_bin_dir": "/usr/lib/cni"}
     values = {}
     for key, expr in task["vars"].items():
@@ -30,9 +30,14 @@ def role_config(facts: dict) -> dict:
     return tomllib.loads(render("node/containerd-config.toml.j2", **values))
 
 
+RUNTIME, IMAGES = "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images"  # containerd 2's config version 3
+
+
 @pytest.mark.parametrize(("gpus", "runtime"), [(8, "nvidia"), (0, "runc")])
 def test_gpu_nodes_run_the_nvidia_runtime_by_default(gpus, runtime):
-    cri = role_config({"nvidia_gpus": gpus, "can_lower_oom_score": True})["plugins"]["io.containerd.grpc.v1.cri"]
+    config = role_config({"nvidia_gpus": gpus, "can_lower_oom_score": True})
+    assert config["version"] == 3
+    cri = config["plugins"][RUNTIME]
     assert cri["containerd"]["default_runtime_name"] == runtime
     if gpus:
         nvidia = cri["containerd"]["runtimes"]["nvidia"]
@@ -44,10 +49,12 @@ def test_gpu_nodes_run_the_nvidia_runtime_by_default(gpus, runtime):
 
 @pytest.mark.parametrize("can_lower", [True, False])
 def test_oom_score_restriction_follows_the_hosts_capabilities(can_lower):
-    cri = role_config({"nvidia_gpus": 0, "can_lower_oom_score": can_lower})["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["restrict_oom_score_adj"] is (not can_lower)
-    assert cri["registry"]["config_path"] == "/etc/containerd/certs.d"
-    assert cri["cni"]["bin_dir"] == "/usr/lib/cni"
+    plugins = role_config({"nvidia_gpus": 0, "can_lower_oom_score": can_lower})["plugins"]
+    assert plugins[RUNTIME]["restrict_oom_score_adj"] is (not can_lower)
+    assert plugins[IMAGES]["registry"]["config_path"] == "/etc/containerd/certs.d"
+    assert plugins[IMAGES]["pinned_images"]["sandbox"] == "registry.k8s.io/pause:3.10.2"
+    assert plugins[RUNTIME]["cni"]["bin_dirs"] == ["/usr/lib/cni"]
+    assert plugins["io.containerd.transfer.v1.local"]["max_concurrent_downloads"] == 10
 
 
 def test_a_changed_config_restarts_containerd():

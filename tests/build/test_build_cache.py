@@ -54,15 +54,15 @@ def test_a_new_recipe_of_the_same_version_replaces_the_old_entry(tmp_path):
 def test_an_unbuildable_version_fails_with_the_component_and_its_log(tmp_path, monkeypatch):
     """A version the Go module proxy does not have: one line naming what failed and where its log is."""
     monkeypatch.setattr(cache, "ROOT", tmp_path)
-    bogus = dataclasses.replace(upstream.KUBERNETES_BUILDS["1.32.13"], version="1.32.999")
+    bogus = dataclasses.replace(upstream.KUBERNETES_BUILDS["1.37.2"], version="1.37.999")
     monkeypatch.setattr(k8s, "_entry", lambda c, v, b, **kw: cache.Entry(c, v, {"k": b.version, **kw}, root=tmp_path))
     with pytest.raises(cache.BuildError) as exc:
         k8s.kubernetes(bogus, say=lambda _m: None)
     message = str(exc.value)
-    assert message.startswith("kubernetes v1.32.999: downloading k8s.io/kubernetes@v1.32.999 failed")
-    log = tmp_path / "build/logs/kubernetes-v1.32.999.log"
+    assert message.startswith("kubernetes v1.37.999: downloading k8s.io/kubernetes@v1.37.999 failed")
+    log = tmp_path / "build/logs/kubernetes-v1.37.999.log"
     assert f"see {log}" in message and log.exists()
-    assert not any((tmp_path / "build/kubernetes").glob("v1.32.999-*/meta.json"))
+    assert not any((tmp_path / "build/kubernetes").glob("v1.37.999-*/meta.json"))
 
 
 def test_the_engine_built_is_the_release_of_the_pinned_and_installed_sdks():

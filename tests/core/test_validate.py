@@ -210,13 +210,33 @@ def test_usage_error_exits_2() -> None:
 def test_lab_kubernetes_version_must_be_one_the_lab_builds(tmp_path: Path) -> None:
     path = write_env(tmp_path, lambda d: d["kubernetes"].update(version="1.32.9"), base="lab")
     rejects(path, "kubernetes.version: 1.32.9 is not a version the lab builds from source",
-            "known to build: 1.32.13")
+            "known to build: 1.37.2")
 
 
 def test_lab_images_must_be_the_ones_it_builds(tmp_path: Path) -> None:
     path = write_env(tmp_path, lambda d: d["cluster"]["versions"].update(
         coredns="registry.k8s.io/coredns/coredns:v1.12.0"), base="lab")
-    rejects(path, "cluster.versions.coredns: the lab builds registry.k8s.io/coredns/coredns:v1.11.3")
+    rejects(path, "cluster.versions.coredns: the lab builds registry.k8s.io/coredns/coredns:v1.14.6")
+
+
+def test_lab_containerd_and_etcd_must_be_the_ones_it_builds(tmp_path: Path) -> None:
+    path = write_env(tmp_path, lambda d: (d["kubernetes"].update(containerd="2.3.7"),
+                                          d["control_plane"]["etcd"].update(version="3.6.15")), base="lab")
+    rejects(path, "kubernetes.containerd: the lab builds 2.4.2, not 2.3.7; set that",
+            "control_plane.etcd.version: the lab builds 3.6.16, not 3.6.15; set that")
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["control_plane"]["etcd"].update(version="3.4.23"),
+     "control_plane.etcd.version: etcd 3.4.23 is older than 3.5.24, the oldest external etcd kubeadm accepts"),
+    (lambda d: d["kubernetes"].update(containerd="1.7.24"), "kubernetes.containerd: String should match pattern"),
+    (lambda d: d["cluster"]["versions"].update(scheduler_plugins="registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8"),
+     "cluster.versions.scheduler_plugins: no longer a setting: gang scheduling is kube-scheduler's own"),
+    (lambda d: d["cluster"].update(gang_permit_wait_seconds=60),
+     "cluster.gang_permit_wait_seconds: no longer a setting: kube-scheduler's GangScheduling has a fixed permit"),
+])
+def test_runtime_versions_and_retired_keys_are_refused_with_the_reason(tmp_path: Path, edit, message) -> None:
+    rejects(write_env(tmp_path, edit), message)
 
 
 @pytest.mark.parametrize("url", ["198.18.0.1:5000", "http://", "http://mirror/ v2", "ftp://mirror"])

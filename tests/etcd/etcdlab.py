@@ -37,12 +37,14 @@ control_plane:
   apiservers: {{count: 1, vm_size: auto}}
   etcd: {{count: {count}, vm_size: auto, events_cluster: {events}, quota_backend_gib: 2}}
 kubernetes:
-  version: "1.32.13"
+  version: "1.37.2"
   pod_cidr: 10.128.0.0/16
 onprem:
   cidrs: [198.18.{octet}.128/25]
-mirrors:
+mirrors:  # etcd comes from the site's Kubernetes repository, as in production
   apt_proxy: http://198.18.{octet}.1:3142
+  kubernetes: "http://198.18.{octet}.1:3142/kubernetes/core:/stable:/v1.37/deb/"
+  registry: http://198.18.{octet}.1:5000
 backups:
   container: etcd-snapshots
 lab:

@@ -102,7 +102,8 @@ def test_lab_seeds_are_the_azure_renderers_output(variants, tmp_path, monkeypatc
     # handed the same certificates, passes exactly this text as custom data.
     pp = controlplane.ensure_pki(plan_k, paths)
     for m in plan.members_of("etcd"):
-        assert real_etcd(plan_k, m, controlplane.etcd_pki(pp, m)).encode() == (seeds / f"{m.name}.yaml").read_bytes()
+        text = real_etcd(plan_k, m, controlplane.etcd_pki(pp, m), kubernetes_repo=MIRROR)
+        assert text.encode() == (seeds / f"{m.name}.yaml").read_bytes()
 
 
 def test_secrets_are_root_only(variants, tmp_path):
@@ -122,7 +123,8 @@ def test_the_lab_renders_with_the_plans_data_disk(variants, tmp_path):
     plan = variants[0]
     pp = controlplane.ensure_pki(plan, Paths(tmp_path / "lab"))
     m = plan.members_of("etcd")[0]
-    lab_text = cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m))
+    repo = plan.env.mirrors.kubernetes or "http://198.18.0.1:3142/kubernetes/core:/stable:/v1.37/deb/"
+    lab_text = cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), kubernetes_repo=repo)
     assert "nvme" not in lab_text
-    assert lab_text == cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), data_disk="rootfs")
-    assert "nvme" in cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), data_disk="local")
+    assert lab_text == cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), kubernetes_repo=repo, data_disk="rootfs")
+    assert "nvme" in cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), kubernetes_repo=repo, data_disk="local")

@@ -61,7 +61,7 @@ class GitRepo:
     def diff(self, base: str = "main", head: str | None = None, only: set[str] | None = None) -> Report:
         repo = Repo(self.root, Path("configs"))
         head_side = Side(repo, repo.resolve(head), head) if head else Side(repo, None, "working tree")
-        return review(repo, Side(repo, repo.resolve(base), base), head_side, only)
+        return review(repo, Side(repo, repo.resolve(base), base, base=True), head_side, only)
 
 
 def only(report: Report, env: str = "dev") -> list[Change]:

@@ -165,10 +165,10 @@ def test_vpn_added_is_caution(repo: GitRepo):
 
 
 @pytest.mark.parametrize(("version", "text", "risk"), [
-    ("1.31.3", "patch upgrade", "caution"),
-    ("1.32.0", "Kubernetes upgrade 1.31.2 → 1.32.0", "caution"),
-    ("1.33.0", "skips 1 minor version", "danger"),
-    ("1.30.9", "downgrade", "danger"),
+    ("1.37.3", "patch upgrade", "caution"),
+    ("1.38.0", "Kubernetes upgrade 1.37.2 → 1.38.0", "caution"),
+    ("1.39.0", "skips 1 minor version", "danger"),
+    ("1.36.9", "downgrade", "danger"),
 ])
 def test_kubernetes_version_changes(repo: GitRepo, version: str, text: str, risk: str):
     repo.edit("dev", lambda d: d["kubernetes"].update(version=version))

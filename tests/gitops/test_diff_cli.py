@@ -34,12 +34,12 @@ def test_environment_added_deleted_renamed(repo: GitRepo):
 
 
 def test_between_two_commits_and_only_one_environment(repo: GitRepo):
-    repo.edit("dev", lambda d: d["kubernetes"].update(version="1.32.0"))
+    repo.edit("dev", lambda d: d["kubernetes"].update(version="1.37.3"))
     head = repo.commit("upgrade")
-    repo.edit("dev", lambda d: d["kubernetes"].update(version="1.34.0"))  # working tree: not compared below
+    repo.edit("dev", lambda d: d["kubernetes"].update(version="1.38.0"))  # working tree: not compared below
     report = repo.diff("main~1", head, only={"dev"})
     assert [e.name for e in report.envs] == ["dev"]
-    assert find(only(report), "Kubernetes upgrade 1.31.2 → 1.32.0").risk == "caution"
+    assert find(only(report), "Kubernetes patch upgrade 1.37.2 → 1.37.3").risk == "caution"
     assert report.exit_code == 0
 
 
@@ -113,6 +113,23 @@ def test_invalid_environment_at_base_names_the_revision(repo: GitRepo):
     report = repo.diff("HEAD")
     (dev,) = [e for e in report.envs if e.name == "dev"]
     assert dev.status == "invalid" and str(dev.problems[0]) == "HEAD:configs/dev.yaml: bogus: unknown key"
+
+
+def test_a_key_this_code_retired_is_ignored_at_base_and_refused_at_head(repo: GitRepo):
+    """The pull request that drops a retired key (config.validate.RETIRED) is reviewable: its base still has
+    the key; a head that keeps it is told why the key went, not "unknown key"."""
+    repo.edit("dev", lambda d: d["cluster"].update(gang_permit_wait_seconds=60), lock=False)
+    repo.commit("an environment file of the skyrack before gang scheduling moved into kube-scheduler")
+    repo.edit("dev", lambda d: d["cluster"].pop("gang_permit_wait_seconds"), lock=False)
+    (dev,) = [e for e in repo.diff("HEAD").envs if e.name == "dev"]
+    assert dev.status == "modified" and not dev.problems, dev.problems
+    assert [c.message for c in dev.changes] == []
+    repo.edit("dev", lambda d: d["cluster"]["versions"].update(
+        scheduler_plugins="registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8"), lock=False)
+    proc = run_cli("diff", "HEAD", cwd=repo.root)
+    assert proc.returncode == 1
+    assert ("configs/dev.yaml: cluster.versions.scheduler_plugins: no longer a setting: gang scheduling is "
+            "kube-scheduler's own") in proc.stdout
 
 
 def test_markdown_of_64_new_nodes_stays_readable(repo: GitRepo):

@@ -180,7 +180,7 @@ def test_a_revision_whose_derivation_crashes_is_reported_not_hidden(code_repo: G
 
 def test_stack_settings_are_compared_and_a_secret_never_shown(repo: GitRepo):
     """An environments-only repository (derived in-process by the installed code): only configs/Pulumi.dev.yaml
-    changes; the API servers' user-data follows the repository it names."""
+    changes; the API servers' and the etcd members' user-data follow the repository it names."""
     settings = repo.configs / "Pulumi.dev.yaml"
     settings.write_text("config:\n  skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/deb/\n")
     repo.commit("dev's apt repository")
@@ -199,6 +199,9 @@ def test_stack_settings_are_compared_and_a_secret_never_shown(repo: GitRepo):
         ("caution", "controlplane stack setting skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/"
                     "deb/ → https://mirror.example.org/k8s/v1.31/deb/"),
         ("caution", "controlplane stack setting skyrack:vpnSharedKey: changed (a secret)"),
+        ("caution", "etcd user-data changes (etcd-0, etcd-1, etcd-2; 12 line(s)): running VMs keep what they booted "
+                    "with (ignore_changes); each boots with it when replaced (`pulumi up --replace`, one member at a "
+                    "time; docs/azure.md)"),
     ]
     assert "c2VjcmV0" not in repr(report.as_dict())
     assert [e.status for e in report.envs if e.name == "lab"] == ["unchanged"]

@@ -1,11 +1,10 @@
-"""The KubeSchedulerConfiguration API type (kubescheduler.config.k8s.io/v1, Kubernetes 1.31) and
-scheduler-plugins' CoschedulingArgs (v1), transcribed field by field from their Go definitions
-(k8s.io/kube-scheduler/config/v1/types.go, k8s.io/component-base/config/v1alpha1/types.go,
-sigs.k8s.io/scheduler-plugins/apis/config/v1/types.go) as strict pydantic models.
+"""The KubeSchedulerConfiguration API type (kubescheduler.config.k8s.io/v1), transcribed field by field
+from its Go definitions (k8s.io/kube-scheduler/config/v1/types.go, k8s.io/component-base/config/v1alpha1/types.go)
+as strict pydantic models.
 
 kube-scheduler decodes its --config strictly (an unknown field is an error), so these models
-forbid extra fields too. No Python package ships these types and kube-scheduler cannot be
-installed here, hence the transcription; it is test code, kept next to the test that uses it.
+forbid extra fields too. No Python package ships these types, hence the transcription; it is test
+code, kept next to the test that uses it. The lab runs the real kube-scheduler on the same file.
 """
 
 from __future__ import annotations
@@ -66,13 +65,6 @@ class Plugins(_Go):
 class PluginConfig(_Go):
     name: str
     args: dict[str, Any] | None = None  # runtime.RawExtension: decoded by the plugin's own args type
-
-
-class CoschedulingArgs(_Go):
-    apiVersion: str | None = None
-    kind: Literal["CoschedulingArgs"] | None = None
-    permitWaitingTimeSeconds: int | None = None
-    podGroupBackoffSeconds: int | None = None
 
 
 class KubeSchedulerProfile(_Go):

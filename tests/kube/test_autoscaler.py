@@ -77,15 +77,16 @@ def test_a_scale_down_share_above_half_is_refused(env_copy):
     assert "0.5" in problem.message
 
 
-# Flags cluster-autoscaler 1.31 marks DEPRECATED in its help text (cluster-autoscaler/main.go of the
+# Flags cluster-autoscaler marks DEPRECATED in its help text since 1.31 (cluster-autoscaler/main.go of the
 # release-1.31 branch): "max-empty-bulk-delete ... DEPRECATED: Use --max-scale-down-parallelism instead."
-# and "ignore-taint" (use --startup-taint). A deprecated flag is removed in a later release.
+# and "ignore-taint" (use --startup-taint); still deprecated, not removed, in 1.37. A deprecated flag is
+# removed in a later release.
 DEPRECATED_IN_1_31 = {"--max-empty-bulk-delete", "--ignore-taint"}
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
 def test_no_flag_the_pinned_autoscaler_deprecates(rendered, env):
     r = rendered(env)
-    assert r.plan.env.cluster.versions.cluster_autoscaler.rsplit(":", 1)[1].startswith("v1.31.")
+    assert r.plan.env.cluster.versions.cluster_autoscaler.rsplit(":", 1)[1].startswith("v1.37.")
     f = flags(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)
     assert not DEPRECATED_IN_1_31 & set(f)

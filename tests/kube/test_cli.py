@@ -36,9 +36,9 @@ def test_manifests_command_prints_every_object_and_a_summary():
     proc = run_cli("kube", "manifests", str(CONFIGS / "dev.yaml"), "--json", check=True)
     groups = json.loads(proc.stdout)
     assert groups.pop("ok") is True
-    assert set(groups) == {"Bootstrap", "Batch", "Scheduling", "Gpu", "Monitoring", "Autoscaler", "CloudPools"}
+    assert set(groups) == {"Bootstrap", "Batch", "Gpu", "Monitoring", "Autoscaler", "CloudPools"}
     count = sum(len(v) for v in groups.values())
-    assert proc.stderr.startswith(f"dev: {count} objects in 7 concerns")
+    assert proc.stderr.startswith(f"dev: {count} objects in 6 concerns")
     assert "<secret>" in json.dumps(groups["Bootstrap"])  # placeholders, never a real token
 
 

@@ -100,15 +100,20 @@ def test_a_healthy_cluster_is_ready_and_dns_is_asked_from_every_node(plan):
     assert found["kube-scheduler"].detail == "leader api-1"
 
 
-def test_the_control_plane_stage_asks_nothing_of_the_scheduler_workers_or_addons(plan):
-    """Before the cluster layer the gang scheduler cannot lead (no PodGroup CRD or RBAC yet): lab up waits
-    for the API server and the controller manager only."""
+def test_the_control_plane_stage_asks_nothing_of_workers_or_addons(plan):
+    """Before the cluster layer and the join: lab up waits for the API server, the controller manager and the
+    scheduler (gang scheduling is its own; nothing of the layer is needed for it to lead)."""
     c = Cluster(plan)
     del c.objects["/api/v1/nodes"]
-    del c.objects["/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler"]
     assert not_ready(c.checks(health.CONTROL_PLANE)) == {}
-    assert list(c.checks(health.CONTROL_PLANE)) == ["kube-apiserver", "kube-controller-manager"]
+    assert list(c.checks(health.CONTROL_PLANE)) == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
     assert c.asked == []
+
+
+def test_the_control_plane_stage_waits_for_the_scheduler_to_lead(plan):
+    c = Cluster(plan)
+    del c.objects["/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler"]
+    assert set(not_ready(c.checks(health.CONTROL_PLANE))) == {"kube-scheduler"}
 
 
 def test_coredns_without_a_ready_endpoint_is_named_and_dns_is_not_asked(plan):

@@ -47,10 +47,8 @@ def short_lived(tmp_path_factory):
         # manager approve a node's renewal of its own client certificate (the layer's object, as
         # `skyrack kube manifests` prints it). One quick apply, done well before the first renewal restarts
         # the API server (the whole layer's `pulumi up` would run into that restart).
-        # And the gang scheduler's CRD and RBAC, without which the scheduler does not lead at all.
         docs = json.loads(run_cli("kube", "manifests", str(env), "--json", check=True).stdout)
         needed = [m for m in docs["Bootstrap"] if m["metadata"]["name"] == "kubeadm:node-autoapprove-certificate-rotation"]
-        needed += docs["Scheduling"]
         proc = run_cli("lab", "kubectl", "--env", str(env), "apply", "--server-side", "-f", "-",
                        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": needed}))
         assert proc.returncode == 0, proc.stderr

@@ -113,15 +113,37 @@ def test_pods_get_planned_addresses_and_reach_each_other_and_the_api_server(lab,
                 "--timeout=5s")
 
 
-def test_packages_came_from_the_lab_repository_at_the_pinned_version(lab, cluster):
+def test_packages_came_from_the_lab_repository_at_the_pinned_version_and_are_held(lab, cluster):
+    """Kubernetes and containerd on a rack node (the roles) and an API server (its user-data), etcd on an etcd
+    member (its user-data): each from mirrors.kubernetes at the environment's version, held there."""
     p = planmod.make(lab.env)
-    for name in ("kubelet", "kubeadm", "kubectl"):
-        version = lab.ssh("r01-n01", f"dpkg-query -W -f '${{Version}}' {name}").strip()
-        assert version == f"{p.env.kubernetes.version}-1.1", (name, version)
-        policy = lab.ssh("r01-n01", f"apt-cache policy {name}")
-        assert p.env.mirrors.kubernetes.rstrip("/") in policy, policy  # installed from mirrors.kubernetes
+    k, containerd, etcd = p.env.kubernetes.version, p.env.kubernetes.containerd, p.env.control_plane.etcd.version
+    wanted = {"r01-n01": {"kubelet": k, "kubeadm": k, "containerd": containerd},
+              "apiserver-0": {"kubelet": k, "kubeadm": k, "kubectl": k, "containerd": containerd},
+              "etcd-0": {"etcd-server": etcd, "etcd-client": etcd}}
+    for host, packages in wanted.items():
+        held = set(lab.ssh(host, "apt-mark showhold").split())
+        for name, version in packages.items():
+            assert lab.ssh(host, f"dpkg-query -W -f '${{Version}}' {name}").strip() == f"{version}-1.1", (host, name)
+            policy = lab.ssh(host, f"apt-cache policy {name}")
+            assert p.env.mirrors.kubernetes.rstrip("/") in policy, policy  # installed from mirrors.kubernetes
+            assert name in held, (host, name, held)
     for binary, args in (("kubelet", "--version"), ("kubeadm", "version -o short"), ("kubectl", "version --client")):
-        assert f"v{p.env.kubernetes.version}" in lab.ssh("r01-n01", f"{binary} {args}")
+        assert f"v{k}" in lab.ssh("r01-n01", f"{binary} {args}")
+    assert f"etcd Version: {etcd}" in lab.ssh("etcd-0", "etcd --version")
+    runtimes = {n["name"]: n["runtime"] for n in cluster["nodes"]}
+    assert set(runtimes.values()) == {f"containerd://{containerd}"}, runtimes
+
+
+def test_containerd_reads_the_configuration_skyrack_wrote(lab, cluster):
+    """containerd's own view of its configuration (`containerd config dump`), not the file's text: the keys
+    the template sets are the ones containerd 2 applies."""
+    p = planmod.make(lab.env)
+    for host in ("r01-n01", "apiserver-0"):
+        dump = lab.ssh(host, "containerd config dump 2>/dev/null")
+        assert f"sandbox = '{p.env.cluster.versions.pause}'" in dump, host
+        assert "SystemdCgroup = true" in dump and "config_path = '/etc/containerd/certs.d'" in dump, host
+        assert "bin_dirs = ['/usr/lib/cni']" in dump and "max_concurrent_downloads = 10" in dump, host
 
 
 def test_every_built_image_pulls_through_the_registry_mirror(lab, cluster):

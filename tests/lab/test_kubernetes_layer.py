@@ -9,7 +9,6 @@ what the layer made. Runs after test_kubernetes.py (the workers are joined and R
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import subprocess
@@ -97,52 +96,47 @@ def workers(lab) -> list[str]:
     return [n["name"] for n in lab.nodes() if n["name"] in {x.name for x in planmod.make(lab.env).nodes}]
 
 
+def unschedulable(lab, namespace: str, selector: str) -> set[str]:
+    """The pods the scheduler has marked unschedulable (their PodScheduled condition is False)."""
+    return {p["metadata"]["name"] for p in pods(lab, namespace, selector)
+            if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in p["status"].get("conditions", []))}
+
+
 def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
     """A PodGroup of N pods, one per worker (anti-affinity), while a blocker holds one worker: no pod of
-    the group binds; once the blocker goes, all N start together (coscheduling, from the layer)."""
+    the group binds; once the blocker goes, all N start together (kube-scheduler's GangScheduling, on by
+    the feature gate skyrack.scheduler sets)."""
     n = len(workers)
     tol = lb.team_gpu_tolerations(TEAM)
     spread = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": SPREAD}, "topologyKey": "kubernetes.io/hostname"}]}}
     apply(lab, pod("gang-blocker", TEAM, labels=SPREAD, tolerations=tol, affinity=spread))
     wait("the blocker runs", lambda: running(pods(lab, TEAM, "skyrack-e2e=layer")))
-    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": "gang", "namespace": TEAM}, "spec": {"minMember": n}}
-    member = {"scheduling.x-k8s.io/pod-group": "gang", **SPREAD}
+    group = {"apiVersion": scheduler.POD_GROUP_API, "kind": "PodGroup",
+             "metadata": {"name": "gang", "namespace": TEAM},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": n}}}}
+    member = {"skyrack-e2e/gang": "gang", **SPREAD}
+    selector = "skyrack-e2e/gang=gang"
     try:
-        apply(lab, group, *[pod(f"gang-{i}", TEAM, labels=member, tolerations=tol, affinity=spread)
-                            for i in range(n)])
-        # the scheduler's verdict, not a guess at how long it takes: every member tried and refused (the one
-        # that fits nowhere by its filters, the others at coscheduling's permit stage, after its wait) ...
+        apply(lab, group, *[pod(f"gang-{i}", TEAM, labels=member, tolerations=tol, affinity=spread,
+                                schedulingGroup={"podGroupName": "gang"}) for i in range(n)])
+        # the scheduler's verdict, not a guess at how long it takes: every member tried and marked unschedulable
+        # (the one that fits nowhere by its filters, the others because their gang cannot be whole) ...
         names = {f"gang-{i}" for i in range(n)}
-        wait(f"a FailedScheduling event for each of the {n} members",
-             lambda: names <= refused(lab, TEAM), timeout=120 + planmod.make(lab.env).env.cluster.gang_permit_wait_seconds)
+        wait(f"each of the {n} members marked unschedulable", lambda: names <= unschedulable(lab, TEAM, selector),
+             timeout=180)
         # ... and none of them bound
-        members = pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")
+        members = pods(lab, TEAM, selector)
         assert len(members) == n
+        assert all(p["spec"].get("schedulingGroup", {}).get("podGroupName") == "gang" for p in members), \
+            "the API server dropped spec.schedulingGroup: the GenericWorkload gate is off"
         bound = [p["metadata"]["name"] for p in members if p["spec"].get("nodeName")]
         assert not bound, f"{bound} bound although only {n - 1} of the {n} members fit"
         kubectl(lab, "delete", "pod", "-n", TEAM, "gang-blocker", "--wait=true")
-        # the rejected group sits in the scheduler's unschedulable queue: retried by itself at the latest
-        # after podMaxInUnschedulablePodsDuration (5 minutes, kube-scheduler's default; coscheduling does not
-        # register a pod's deletion), at once on an update of its PodGroup, which coscheduling does register:
-        # what an operator does to start a gang now (docs/kube.md). An update within the group's backoff after
-        # its last refusal (podGroupBackoffSeconds) is refused again ("failed recently"), so, as an operator
-        # would, requeue again every backoff and a little until the members run (or the 5-minute flush).
-        backoff = scheduler.scheduler_config(planmod.make(lab.env).env)["profiles"][0]["pluginConfig"][0]["args"][
-            "podGroupBackoffSeconds"]
-
-        tries = itertools.count(1)
-
-        def requeued_and_running() -> bool:
-            kubectl(lab, "annotate", "podgroup", "-n", TEAM, "gang", f"skyrack-e2e/requeue={next(tries)}",
-                    "--overwrite")
-            return running(pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang"))
-
-        started = wait(f"all {n} members running once they fit", requeued_and_running, timeout=420,
-                       interval=backoff + 5)
-        assert started
-        nodes = {p["spec"]["nodeName"] for p in pods(lab, TEAM, "scheduling.x-k8s.io/pod-group=gang")}
+        # upstream's scheduler requeues the gang on the pod's deletion by itself: no nudge from outside
+        assert wait(f"all {n} members running once they fit", lambda: running(pods(lab, TEAM, selector)),
+                    timeout=360)
+        nodes = {p["spec"]["nodeName"] for p in pods(lab, TEAM, selector)}
         assert nodes == set(workers)
     finally:
         delete_test_pods(lab, TEAM)
@@ -325,4 +319,3 @@ def test_destroy_removes_what_the_layer_made(lab):
         wait(f"namespace {ns} gone", lambda ns=ns: kubectl(lab, "get", "namespace", ns, check=False).returncode != 0,
              timeout=180)
     assert kubectl(lab, "get", "priorityclass", "skyrack-normal", check=False).returncode != 0
-    assert kubectl(lab, "get", "crd", "podgroups.scheduling.x-k8s.io", check=False).returncode != 0

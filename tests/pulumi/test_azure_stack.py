@@ -299,7 +299,10 @@ def test_etcd_vms_boot_with_mutual_tls_quota_and_local_disk(stack: StackRun) -> 
                        next(f for f in flags if f.startswith("--listen-client-urls=")).split("=", 1)[1].split(","))
             assert "--data-dir=/var/lib/etcd/" + role in flags
             assert "local NVMe" in file_in(config, "/usr/local/sbin/skyrack-etcd-disk")
-            assert ["systemctl", "mask", "etcd.service"] in config["runcmd"]
+            # etcd from the stack's Kubernetes repository, installed before the unit starts
+            install = file_in(config, "/usr/local/sbin/skyrack-etcd-install")
+            assert f"etcd-server='{p.env.control_plane.etcd.version}-*'" in install
+            assert config["runcmd"][0] == ["/usr/local/sbin/skyrack-etcd-install"]
 
 
 def test_apiservers_send_events_to_the_events_cluster(stack: StackRun) -> None:
@@ -335,11 +338,11 @@ def test_every_apiserver_is_the_same_init_and_leaves_cluster_objects_to_the_clus
         cluster = next(d for d in docs if d["kind"] == "ClusterConfiguration")
         sched = {a["name"]: a["value"] for a in cluster["scheduler"]["extraArgs"]}
         sched_config = yaml.safe_load(file_in(data, sched["config"]))
-        enabled = [pl["name"] for prof in sched_config["profiles"] for pl in prof["plugins"]["multiPoint"]["enabled"]]
-        assert "Coscheduling" in enabled
-        patch = file_in(data, "/etc/skyrack/kubeadm-patches/kube-scheduler+json.yaml")
-        assert "scheduler-plugins/kube-scheduler" in patch
-    assert kinds == {("ClusterConfiguration", "InitConfiguration")}
+        assert [prof["schedulerName"] for prof in sched_config["profiles"]] == ["default-scheduler"]
+        assert sched["feature-gates"] == "GenericWorkload=true"  # upstream's GangScheduling, in the default profile
+        kubelet = next(d for d in docs if d["kind"] == "KubeletConfiguration")
+        assert "failCgroupV1" not in kubelet  # production nodes run cgroup v2: kubelet's refusal of v1 stays
+    assert kinds == {("ClusterConfiguration", "InitConfiguration", "KubeletConfiguration")}
     assert scripts == {True}
 
 

@@ -38,23 +38,29 @@ def test_yaml_block_round_trips(text: str) -> None:
 def test_lab_etcd_member_user_data(lab) -> None:
     plan, issued = lab
     member = plan.members_of("etcd")[1]
-    text = cloud_init.etcd(plan, member, etcd_pki(issued, member.name))  # a lab environment: rootfs
+    repo = plan.env.mirrors.kubernetes
+    text = cloud_init.etcd(plan, member, etcd_pki(issued, member.name), kubernetes_repo=repo)  # lab: rootfs
     config = yaml.safe_load(text)
     assert text.startswith("#cloud-config\n") and config["hostname"] == member.name
     assert config["apt"]["proxy"] == plan.env.mirrors.apt_proxy
-    assert config["packages"] == ["etcd-server", "etcd-client"]
+    assert config["packages"] == ["curl", "gpg"]
     files = {f["path"]: f for f in config["write_files"]}
     key = files["/etc/skyrack/etcd/pki/peer.key"]
     assert key["content"] == issued.certs[f"{member.name}-peer"].key_pem
-    assert (key["owner"], key["permissions"], key["defer"]) == ("etcd:etcd", "0600", True)
+    assert key["permissions"] == "0600" and "owner" not in key  # root's until etcd-server made the etcd user
+    # etcd at the environment's version from the site's Kubernetes repository, held, then the PKI handed over
+    install = files["/usr/local/sbin/skyrack-etcd-install"]["content"]
+    version = plan.env.control_plane.etcd.version
+    assert f"{repo}Release.key" in install and f"deb [signed-by=/etc/apt/keyrings/kubernetes.gpg] {repo} /" in install
+    assert f"etcd-server='{version}-*' etcd-client='{version}-*'" in install
+    assert install.index("apt-mark hold etcd-server etcd-client") < install.index("chown -R etcd:etcd /etc/skyrack/etcd/pki")
     disk = files["/usr/local/sbin/skyrack-etcd-disk"]["content"]
     assert "nvme" not in disk and "chown etcd:etcd" in disk
     unit = files["/etc/systemd/system/skyrack-etcd.service"]["content"]
     flags = cloud_init.etcd_flags(plan, member)
     assert all(f"  {flag}" in unit for flag in flags)
     assert "--quota-backend-bytes=2147483648" in flags  # lab: quota_backend_gib 2
-    assert config["runcmd"][:2] == [["systemctl", "disable", "--now", "etcd.service"],
-                                     ["systemctl", "mask", "etcd.service"]]
+    assert config["runcmd"][0] == ["/usr/local/sbin/skyrack-etcd-install"]  # before the unit starts etcd
 
 
 def test_events_cluster_is_a_separate_cluster() -> None:
@@ -143,8 +149,8 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
     prod = planmod.make(CONFIGS / "prod.yaml")
     prod_pki = certs.issue_all(prod)
     configs = [
-        cloud_init.etcd(plan, plan.members_of("etcd")[0], etcd_pki(issued, "etcd-0")),
-        cloud_init.etcd(prod, prod.members_of("etcd")[0], etcd_pki(prod_pki, "etcd-0"),
+        cloud_init.etcd(plan, plan.members_of("etcd")[0], etcd_pki(issued, "etcd-0"), kubernetes_repo=REPO),
+        cloud_init.etcd(prod, prod.members_of("etcd")[0], etcd_pki(prod_pki, "etcd-0"), kubernetes_repo=REPO,
                         backup_url="https://prodetcdbak.blob.core.windows.net/etcd-snapshots"),
         *(cloud_init.apiserver(prod, m, apiserver_pki(prod_pki, m.name), kubernetes_repo=REPO)
           for m in prod.members_of("apiserver")[:2]),
@@ -157,6 +163,6 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
             run = subprocess.run(["shellcheck", "--shell=sh", "-"], input=script, capture_output=True, text=True)
             assert run.returncode == 0, f"{path}:\n{run.stdout}"
             checked += 1
-    # etcd: disk and member scripts (lab, prod), prod's snapshot; API servers' bootstrap and certificate
-    # renewal; the pool node
-    assert checked == 10
+    # etcd: install, disk and member scripts (lab, prod), prod's snapshot; API servers' bootstrap and
+    # certificate renewal; the pool node
+    assert checked == 12

@@ -17,6 +17,8 @@ from skyrack import certs
 from skyrack import plan as planmod
 from skyrack.render import cloud_init
 
+REPO = "https://pkgs.k8s.io/core:/stable:/v1.37/deb/"
+
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 FAKE_ETCDCTL = """#!/bin/sh
 echo "$*" >> "$CALLS"
@@ -32,7 +34,8 @@ def member_script() -> tuple[planmod.Plan, planmod.Member, str]:
     plan = planmod.make(CONFIGS / "dev.yaml")
     member = plan.members_of("etcd")[1]
     issued = certs.issue_all(plan)
-    config = yaml.safe_load(cloud_init.etcd(plan, member, cloud_init.EtcdPki.issued(issued, member.name)))
+    config = yaml.safe_load(cloud_init.etcd(plan, member, cloud_init.EtcdPki.issued(issued, member.name),
+                                             kubernetes_repo=REPO))
     files = {f["path"]: f["content"] for f in config["write_files"]}
     unit = files["/etc/systemd/system/skyrack-etcd.service"]
     # The unit runs it after the disk is mounted and takes the state from its file.

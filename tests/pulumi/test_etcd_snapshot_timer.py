@@ -17,8 +17,12 @@ from pulumi_harness import StackRun
 
 FAKE_ETCDCTL = r"""#!/bin/sh
 case "$*" in
-  *"endpoint status -w json"*) echo '[{"Endpoint":"x","Status":{"header":{"revision":4242}}}]' ;;
-  *"endpoint status"*) echo "https://127.0.0.1:2379, 8e9e05c52164694d, 3.4.23, 20 kB, $LEADER, false, 2, 9, 9, " ;;
+  *"endpoint status -w json"*)  # etcd 3.6.16's own output; the leader is this member or another
+    if [ "$LEADER" = true ]; then leader=17910470452546088492; else leader=3483985597799689630; fi
+    echo '[{"Endpoint":"https://127.0.0.1:2379","Status":{"header":{"cluster_id":17011032012771536916,'\
+'"member_id":17910470452546088492,"revision":4242,"raft_term":2},"version":"3.6.16","dbSize":3014656,'\
+'"leader":'"$leader"',"raftIndex":2068,"raftTerm":2,"raftAppliedIndex":2068,"dbSizeInUse":1236992,'\
+'"storageVersion":"3.6.0","dbSizeQuota":2147483648,"downgradeInfo":{}}}]' ;;
   *"snapshot save"*) for a in "$@"; do f=$a; done; head -c 700 /dev/zero | tr '\0' 's' > "$f" ;;
 esac
 """

@@ -2,8 +2,8 @@
 
 `ensure(build, suite, say)` returns every artifact, building (once, cached under
 `/var/cache/skyrack/build/`) what is missing: the binaries (`kubernetes.py`), the signed apt
-repository of kubeadm, kubelet and kubectl (`debs.py`), and the OCI images of the control
-plane, kube-proxy, the scheduler, CoreDNS and pause (`images.py`). `report()` says what is
+repository of kubeadm, kubelet, kubectl, containerd and etcd (`debs.py`), and the OCI images of the control
+plane, kube-proxy, CoreDNS and pause (`images.py`). `report()` says what is
 cached. The lab serves them from its own mirrors (skyrack.lab.mirrors_host). The Pulumi
 engine the stacks run on (`pulumi.py`) is built beside them.
 """

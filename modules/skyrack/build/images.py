@@ -37,9 +37,7 @@ class ImageSpec:
 SPECS = (
     ImageSpec("kube-apiserver", ("kube-apiserver",), ("/usr/local/bin/kube-apiserver",)),
     ImageSpec("kube-controller-manager", ("kube-controller-manager",), ("/usr/local/bin/kube-controller-manager",)),
-    # upstream's scheduler-plugins image runs as the distroless nonroot user
     ImageSpec("kube-scheduler", ("kube-scheduler",), ("/usr/local/bin/kube-scheduler",)),
-    ImageSpec("scheduler", ("scheduler-plugins",), ("/bin/kube-scheduler",), user=NONROOT),
     # nonroot binding port 53: upstream's image gives /coredns cap_net_bind_service as a file capability
     ImageSpec("coredns", ("coredns",), ("/coredns",), user=NONROOT, file_caps="cap_net_bind_service=+ep"),
     ImageSpec("pause", ("pause",), ("/pause",), user=NONROOT),
@@ -47,7 +45,7 @@ SPECS = (
     # upstream's e2e image, for the lab's cluster tests (not part of a cluster)
     ImageSpec("agnhost", ("agnhost",), ("/agnhost",)),
 )
-TARGET = {"scheduler-plugins": "bin/kube-scheduler", "coredns": "coredns", "pause": "pause", "agnhost": "agnhost"}
+TARGET = {"coredns": "coredns", "pause": "pause", "agnhost": "agnhost"}
 
 
 def _run(cmd: list[str], log, what: str) -> None:
@@ -111,8 +109,8 @@ def build(b: KubernetesBuild, bins: Binaries, suite: str, say: Say) -> Path:
     """One OCI layout holding every component image, tagged `<name>-<tag>`; returns its directory."""
     refs = b.images()
     entry = Entry("images", b.tag, {"recipe": RECIPE_VERSION, "images": refs, "suite": suite,
-                                    "binaries": sorted({str(p) for p in (bins.kubernetes, bins.scheduler,
-                                                                         bins.coredns, bins.pause)}),
+                                    "binaries": sorted({str(p) for p in (bins.kubernetes, bins.coredns,
+                                                                         bins.pause)}),
                                     "proxy_packages": PROXY_PACKAGES})
 
     def make(out: Path) -> None:

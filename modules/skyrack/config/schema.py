@@ -217,11 +217,25 @@ class ApiServers(Strict):
     vm_size: VmSize = "auto"
 
 
+# kubeadm refuses an external etcd older than this (its MinExternalEtcdVersion in 1.36 and 1.37).
+ETCD_MINIMUM = (3, 5, 24)
+
+
 class Etcd(Strict):
     count: StrictInt = 3
     vm_size: VmSize = "auto"
     events_cluster: StrictBool = False
     quota_backend_gib: Annotated[StrictInt, Field(ge=1, le=64)] = 8
+    # The etcd-server/etcd-client release the site's Kubernetes repository serves (the lab builds it).
+    version: Annotated[str, Field(pattern=r"^3\.([0-9]{1,2})\.([0-9]{1,3})$")] = "3.6.16"
+
+    @field_validator("version")
+    @classmethod
+    def _supported_etcd(cls, v: str) -> str:
+        if tuple(int(x) for x in v.split(".")) < ETCD_MINIMUM:
+            raise ValueError(f"etcd {v} is older than {'.'.join(map(str, ETCD_MINIMUM))}, the oldest external "
+                             "etcd kubeadm accepts")
+        return v
 
     @field_validator("count")
     @classmethod
@@ -266,6 +280,12 @@ class Certificates(Strict):
 
 class Kubernetes(Strict):
     version: Annotated[str, Field(pattern=r"^1\.([0-9]{1,3})\.([0-9]{1,4})$")]  # ASCII digits: \d is Unicode
+    # The containerd release every node installs from the site's Kubernetes repository (Kubernetes 1.36 and
+    # later support containerd 2.x only).
+    containerd: Annotated[str, Field(pattern=r"^2\.([0-9]{1,2})\.([0-9]{1,3})$")] = "2.4.2"
+    # kubelet 1.35+ refuses to start on a cgroup v1 host (failCgroupV1). Real nodes run cgroup v2; only a
+    # lab whose host is still cgroup v1 sets this (README: "Why the lab allows cgroup v1").
+    allow_cgroup_v1: StrictBool = False
     service_cidr: UsableNet = ipaddress.IPv4Network("10.96.0.0/12")
     pod_cidr: UsableNet
     pods_per_node: Annotated[StrictInt, Field(ge=8, le=250)] = 32
@@ -582,15 +602,14 @@ class Versions(Strict):
     kube-proxy is not listed: it always runs the environment's `kubernetes.version`.
     """
 
-    coredns: ImageRef = "registry.k8s.io/coredns/coredns:v1.11.3"
-    pause: ImageRef = "registry.k8s.io/pause:3.10"
-    scheduler_plugins: ImageRef = "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8"
+    coredns: ImageRef = "registry.k8s.io/coredns/coredns:v1.14.6"
+    pause: ImageRef = "registry.k8s.io/pause:3.10.2"
     nvidia_device_plugin: ImageRef = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
     dcgm_exporter: ImageRef = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
     gpu_health_check: ImageRef = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu22.04"
-    kubectl: ImageRef = "docker.io/alpine/k8s:1.31.2"  # the GPU health check's tainter: needs sh and kubectl
+    kubectl: ImageRef = "docker.io/alpine/k8s:1.37.2"  # the GPU health check's tainter: needs sh and kubectl
     prometheus: ImageRef = "quay.io/prometheus/prometheus:v2.55.1"
-    cluster_autoscaler: ImageRef = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.1"
+    cluster_autoscaler: ImageRef = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.37.0"
 
 
 class ClusterLayer(Strict):
@@ -599,5 +618,4 @@ class ClusterLayer(Strict):
     autoscaler: Autoscaler = Autoscaler()
     gpu_health: GpuHealth = GpuHealth()
     prometheus_retention_days: Annotated[StrictInt, Field(ge=1, le=365)] = 15
-    gang_permit_wait_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 60  # a gang's pods wait this long for the rest
     versions: Versions = Versions()

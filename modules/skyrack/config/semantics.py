@@ -26,10 +26,11 @@ def file_name_problem(env_name: str, file_name: str) -> str | None:
     return None
 
 
-def semantic_problems(env: Environment, file_name: str | None = None) -> list[tuple[str, str]]:
+def semantic_problems(env: Environment, file_name: str | None = None, builds: bool = True) -> list[tuple[str, str]]:
     """Rules that span fields. Returns (path, message) pairs, all of them, in file order.
 
-    `file_name`: the file's name (`dev.yaml`), which must be `<name>.yaml`."""
+    `file_name`: the file's name (`dev.yaml`), which must be `<name>.yaml`. `builds`: a lab's versions must
+    be ones this code builds (skyrack.upstream); off for another revision's file (`skyrack diff`'s base)."""
     out: list[tuple[str, str]] = []
     if file_name is not None:
         problem = file_name_problem(env.name, file_name)
@@ -111,7 +112,7 @@ def semantic_problems(env: Environment, file_name: str | None = None) -> list[tu
     if vnet_problem:
         out.append(("azure.vnet_cidr", vnet_problem))
     if env.lab is not None:
-        out.extend(_lab_problems(env))
+        out.extend(_lab_problems(env, builds))
     out.extend(_cluster_problems(env))
     return out
 
@@ -124,7 +125,7 @@ def _dupes(out: list[tuple[str, str]], field: str, names: list[str], what: str) 
         first.setdefault(name, i)
 
 
-def _lab_problems(env: Environment) -> list[tuple[str, str]]:
+def _lab_problems(env: Environment, builds: bool = True) -> list[tuple[str, str]]:
     assert env.lab is not None
     subnet = env.lab.subnet
     out = []
@@ -136,16 +137,22 @@ def _lab_problems(env: Environment) -> list[tuple[str, str]]:
     if env.cloud_pools:
         out.append(("cloud_pools", "a lab has no cloud pools (there is no Azure to scale)"))
     build = upstream.KUBERNETES_BUILDS.get(env.kubernetes.version)
-    if build is None:
+    if not builds:
+        pass  # another revision's file: its own code decided what it builds
+    elif build is None:
         out.append(("kubernetes.version", f"{env.kubernetes.version} is not a version the lab builds from source "
                                           f"(known to build: {upstream.known_versions()})"))
     elif env.mirrors.kubernetes is not None:  # the lab builds and serves these images itself
         built = build.images()
-        for fld, image in (("scheduler_plugins", built["scheduler"]), ("coredns", built["coredns"]),
-                           ("pause", built["pause"])):
+        for fld, image in (("coredns", built["coredns"]), ("pause", built["pause"])):
             if getattr(env.cluster.versions, fld) != image:
                 out.append((f"cluster.versions.{fld}", f"the lab builds {image} for Kubernetes "
                                                        f"{env.kubernetes.version}; set that"))
+        for fld, have, built_version in (("kubernetes.containerd", env.kubernetes.containerd, upstream.CONTAINERD_VERSION),
+                                         ("control_plane.etcd.version", env.control_plane.etcd.version,
+                                          upstream.ETCD_VERSION)):
+            if have != built_version.lstrip("v"):
+                out.append((fld, f"the lab builds {built_version.lstrip('v')}, not {have}; set that"))
     for _rack, node, where in env.rack_nodes:
         if node.ip == env.lab.host_ip:
             out.append((f"{where}.ip", f"{node.ip} is the lab host's own address on the bridge"))

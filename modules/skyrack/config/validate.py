@@ -62,20 +62,53 @@ def _pydantic_problems(label: str, exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def load(path: str | Path, text: str | None = None) -> Environment:
-    """Load and fully validate an environment file. Raises InputError with every problem."""
+# Keys an earlier skyrack read and this one does not, with what became of them. A file that still has one
+# is refused with that reason (not a bare "unknown key"); `skyrack diff` reads a base revision's file with
+# them dropped, so the pull request that removes them can be reviewed (`retired="drop"`).
+RETIRED = {
+    ("cluster", "versions", "scheduler_plugins"):
+        "gang scheduling is kube-scheduler's own since Kubernetes 1.37 (skyrack.scheduler): no scheduler-plugins "
+        "image runs; delete this key",
+    ("cluster", "gang_permit_wait_seconds"):
+        "kube-scheduler's GangScheduling has a fixed permit timeout (5 minutes), not a setting; delete this key",
+}
+
+
+def _retired(label: str, data: dict, drop: bool) -> list[Problem]:
+    problems = []
+    for path, why in RETIRED.items():
+        parent: Any = data
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent:
+            if drop:
+                del parent[path[-1]]
+            else:
+                problems.append(Problem(label, format_path(path), f"no longer a setting: {why}"))
+    return problems
+
+
+def load(path: str | Path, text: str | None = None, base: bool = False) -> Environment:
+    """Load and fully validate an environment file. Raises InputError with every problem.
+
+    `base`: the file as a revision under review had it (`skyrack diff`'s base side): the keys in RETIRED are
+    ignored instead of refused, and a lab's versions need not be ones this code builds (that revision's
+    code built them)."""
     path = Path(path)
     label = str(path)
     data = read_yaml(path, text)
     if not isinstance(data, dict):
         raise InputError([Problem(label, "", "expected a mapping of keys at the top level")])
+    problems = _retired(label, data, drop=base)
+    if problems:
+        raise InputError(problems)
     try:
         env = Environment.model_validate(data)
     except ValidationError as exc:
         raise InputError(_capped(label, _pydantic_problems(label, exc))) from None
     except RecursionError:
         raise InputError([Problem(label, "", "nested too deeply")]) from None
-    problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.name)]
+    problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.name, builds=not base)]
     if problems:
         raise InputError(_capped(label, problems))
     return env

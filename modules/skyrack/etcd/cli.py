@@ -26,6 +26,7 @@ app = typer.Typer(help="etcd of an environment: status, snapshots to Blob Storag
 
 # The etcd clusters an environment may have: the plan's etcd roles (`--cluster` accepts nothing else).
 Cluster = StrEnum("Cluster", [(role, role) for role in planmod.ROLES if role.startswith("etcd")])
+ETCD_ROLES = frozenset(c.value for c in Cluster)
 ClusterOpt = Annotated[Cluster, typer.Option("--cluster", help="etcd (the main cluster) or etcd-events.")]
 PkiOpt = Annotated[Path | None, typer.Option(help="Directory with ca.crt, client.crt, client.key of an etcd client "
                                                   "certificate (a lab environment has its own).")]
@@ -78,13 +79,13 @@ def seed(path: EnvArg = DEFAULT_ENV,
 
 @app.command("lab-up")
 def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
-    """`lab up` with every etcd member (and API server, given a Kubernetes mirror) booted from its user-data."""
+    """`lab up` of the etcd members only, each booted from its user-data (API servers and racks: `skyrack lab up`)."""
     say = _say(as_json)
 
     def go():  # exactly `skyrack etcd seed` + `skyrack lab up --seed-dir`
         lab = lifecycle.open_lab(path)
         seeds = controlplane.read_seeds(controlplane.write_seeds(lab.plan, lab.paths))
-        lifecycle.up(path, seeds, say=say, timeout=300)
+        lifecycle.up(path, seeds, say=say, timeout=300, roles=ETCD_ROLES)
         # cloud-init only starts the members (a member is ready once a quorum of its peers is): wait
         # for every one to answer healthy, as an operator would with `skyrack etcd status`.
         t = target(path, None, None, None)

@@ -132,10 +132,11 @@ def snapshots(target: Target, cluster: str) -> list[backup.Snapshot]:
     return backup.listing(backup.container(target.plan, target.blob_connection), f"{target.plan.env.name}/{cluster}/")
 
 
+# etcdutl: etcd 3.6 restores with the offline tool only (etcdctl snapshot restore is gone)
 RESTORE = """\
 systemctl stop {unit}
 rm -rf {data}.restore
-ETCDCTL_API=3 etcdctl snapshot restore {file} --name {name} --initial-cluster {cluster} \\
+etcdutl snapshot restore {file} --name {name} --initial-cluster {cluster} \\
   --initial-cluster-token {token} --initial-advertise-peer-urls {peer} --data-dir {data}.restore >/dev/null
 rm -rf {data}.before-restore
 if [ -d {data} ]; then mv {data} {data}.before-restore; fi

@@ -47,7 +47,7 @@ def diff(
     """
     def run():
         repo = Repo(Path.cwd(), configs)
-        base_side = Side(repo, repo.resolve(base), base)
+        base_side = Side(repo, repo.resolve(base), base, base=True)
         head_side = Side(repo, repo.resolve(head), head) if head else Side(repo, None, "working tree")
         if not any(repo.env_files(side.rev) for side in (base_side, head_side)):
             # a gate that compared nothing must not pass: a wrong --configs, or a checkout without its configs

@@ -144,11 +144,13 @@ def user_data(plan: Any, where: Where) -> Facts:
     api_pki = _placeholder_pki(cloud_init.ApiServerPki, "apiserver")
     join = _placeholder_pki(cloud_init.WorkerJoin, "join")
     repo = kubernetes_repo(plan, where)
+    # etcd members install etcd from that repository since the move to Kubernetes 1.37; before, from Debian
+    etcd_repo = {"kubernetes_repo": repo} if "kubernetes_repo" in inspect.signature(cloud_init.etcd).parameters else {}
     vms: Facts = {}
     for m in plan.members:
-        if m.role != "apiserver":
-            vms[m.name] = {"role": m.role, "text": cloud_init.etcd(plan, m, etcd_pki)}
-        elif repo:
+        if m.role != "apiserver" and (repo or not etcd_repo):
+            vms[m.name] = {"role": m.role, "text": cloud_init.etcd(plan, m, etcd_pki, **etcd_repo)}
+        elif m.role == "apiserver" and repo:
             vms[m.name] = {"role": m.role, "text": cloud_init.apiserver(plan, m, api_pki, kubernetes_repo=repo)}
     for pool in plan.pools if repo else []:
         vms[f"pool-{pool.name}"] = {"role": "pool", "text": cloud_init.pool_node(plan, pool, join,

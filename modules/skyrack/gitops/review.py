@@ -35,6 +35,7 @@ class Side:
     repo: Repo
     rev: str | None
     label: str  # as the user wrote it
+    base: bool = False  # the side compared against: its files may still name keys this code retired
 
     def text(self, path: str) -> str | None:
         return self.repo.read(self.rev, path)
@@ -42,7 +43,8 @@ class Side:
     def plan(self, path: str) -> planmod.Plan:
         """Validate and plan the environment at this revision (InputError names rev:path)."""
         where = Path(path if self.rev is None else f"{self.label}:{path}")
-        env = config.load(where, self.text(path))
+        # the base may still name a key this code retired (config.RETIRED): the change under review removes it
+        env = config.load(where, self.text(path), base=self.base)
         lock_text = self.text(lock_name(path))
         lock = None if lock_text is None else planmod.read_lock(where, lock_text)
         return planmod.build(env, where, lock)

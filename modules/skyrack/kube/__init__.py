@@ -4,8 +4,8 @@ Each concern is one module with a pure ``manifests(...)`` function (plain dicts,
 schema-validated without Pulumi) and a thin ComponentResource that creates them:
 
 - ``bootstrap``: what ``kubeadm init`` would have created and ``kubeadm join`` relies on
-- ``batch``: priority classes, team namespaces with quotas, capacity balloons
-- ``scheduling``: gang scheduling (scheduler-plugins coscheduling) config, CRD and RBAC
+- ``batch``: priority classes, team namespaces with quotas, capacity balloons (gang scheduling itself is
+  kube-scheduler's own: ``skyrack.scheduler``)
 - ``gpu``: NVIDIA device plugin, DCGM exporter, a GPU health check that taints bad nodes
 - ``monitoring``: Prometheus scraping nodes, GPUs and the control plane
 - ``autoscaler``: cluster-autoscaler for the Azure scale sets, bounded scale-down

@@ -4,7 +4,7 @@ Only the cloud pools are node groups (``--nodes=min:max:<scale set>``); on-prem 
 touched. One scale-down removes at most ``max_scale_down_nodes`` nodes: the share
 ``cluster.autoscaler.max_scale_down_share`` of the cloud pools' combined maximum, at least one.
 That bound is applied to both kinds of removal (empty nodes deleted in bulk, and nodes drained
-in parallel) through the flags the pinned autoscaler (1.31) does not deprecate, and the next
+in parallel) through the flags the pinned autoscaler (1.37) still accepts, and the next
 scale-down waits ``scale_down_unneeded_minutes`` after a deletion, so a burst of idleness cannot empty the pools in a few scan intervals.
 
 Azure credentials come from the Secret ``cluster-autoscaler-azure`` (ARM_* keys); the stack

@@ -83,19 +83,9 @@ def cluster_configuration(p: planmod.Plan, endpoint: str) -> str:
 
 
 def kubelet_configuration(p: planmod.Plan) -> dict[str, Any]:
-    """The cluster-wide KubeletConfiguration every joining kubelet downloads (kubelet-config)."""
-    k = p.env.kubernetes
-    return {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                               "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
-            "authorization": {"mode": "Webhook"},
-            "cgroupDriver": "systemd",
-            "clusterDNS": [p.dns_service_ip],
-            "clusterDomain": k.cluster_domain,
-            "maxPods": p.max_pods,
-            "rotateCertificates": True,
-            "serializeImagePulls": False,  # published practice: pull images in parallel
-            "staticPodPath": "/etc/kubernetes/manifests"}
+    """The cluster-wide KubeletConfiguration every joining kubelet downloads (kubelet-config): the same one
+    the API servers' `kubeadm init` gets (render.cloud_init)."""
+    return cloud_init.kubelet_configuration(p)
 
 
 def token_secret(token_id: Any, token_secret_part: Any, expiration: str) -> o.Manifest:

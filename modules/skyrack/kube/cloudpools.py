@@ -27,8 +27,9 @@ NAMESPACE = "kube-system"
 APISERVER_PORT = 6443
 NODE_MANAGER = "cloud-node-manager"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
-# cloud-provider-azure's release line follows Kubernetes' minor version; 1.31 is what dev and prod run.
-NODE_MANAGER_IMAGES = {31: "mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager:v1.31.1"}
+# cloud-provider-azure's release line follows Kubernetes' minor version; 1.37 is what dev and prod run.
+# (Its first release of the line: MCR cannot be reached from here to check for a later patch.)
+NODE_MANAGER_IMAGES = {37: "mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager:v1.37.0"}
 
 
 def node_manager_image(p: planmod.Plan) -> str:

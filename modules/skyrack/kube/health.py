@@ -17,9 +17,8 @@ here is a list of checks, each answering from the API server's own state or from
   to the cluster DNS IP (the Service, through kube-proxy, as a pod's lookup goes) answers with the
   ``kubernetes`` Service's IP.
 
-Stages: ``CONTROL_PLANE`` (the API server and the controller manager: what `skyrack lab up` waits
-for, before any worker joined or the cluster layer ran; the scheduler cannot lead before then, as
-its gang-scheduling plugin waits for the PodGroup CRD and RBAC the layer creates) and ``CLUSTER``
+Stages: ``CONTROL_PLANE`` (the API server, the controller manager and the scheduler leading: what
+`skyrack lab up` waits for, before any worker joined or the cluster layer ran) and ``CLUSTER``
 (all of them; what `./dev lab`, `skyrack lab ready` and the lab tests wait for). :func:`wait`
 polls until every check passes or the deadline, printing one line naming what is not ready each
 time that changes.
@@ -214,10 +213,10 @@ def _checks(p: planmod.Plan, get: Get, run_on: RunOn | None, stage: str, out: li
     if not out[0].ready:
         return
     out.append(check_lease(get, "kube-controller-manager"))
+    # gang scheduling is the scheduler's own (skyrack.scheduler): it leads without the cluster layer
+    out.append(check_lease(get, "kube-scheduler"))
     if stage == CONTROL_PLANE:
         return
-    # the scheduler (gang scheduling) leads only once the cluster layer gave it its PodGroup CRD and RBAC
-    out.append(check_lease(get, "kube-scheduler"))
     nodes, ready = check_nodes(get, [n.name for n in p.nodes])
     hosts = [n.name for n in p.nodes if n.name in ready]
     out += [nodes, check_kube_proxy(get, hosts), coredns := check_coredns(get)]

@@ -180,10 +180,10 @@ def nodes(
     if as_json:
         dump_json({"ok": ok, "nodes": st})
     else:
-        t = Table("node", "ready", "version", "labels", "taints", title=f"{lab.plan.env.name}: Kubernetes nodes",
-                  title_justify="left")
+        t = Table("node", "ready", "version", "runtime", "labels", "taints",
+                  title=f"{lab.plan.env.name}: Kubernetes nodes", title_justify="left")
         for n in st:
-            t.add_row(n["name"], "yes" if n["ready"] else "[red]no[/red]", n["version"] or "",
+            t.add_row(n["name"], "yes" if n["ready"] else "[red]no[/red]", n["version"] or "", n["runtime"] or "",
                       ", ".join(f"{k}={v}" for k, v in n["labels"].items()), ", ".join(n["taints"]))
         out.print(t)
     if not ok:

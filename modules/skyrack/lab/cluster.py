@@ -84,7 +84,8 @@ def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifact
 
 
 def node_status(plan: Plan, paths: Paths, artifacts: build.Artifacts) -> list[dict]:
-    """Every node the API server knows: Ready or not, its team/rack labels and taints."""
+    """Every node the API server knows: Ready or not, its team/rack labels and taints, kubelet's and the
+    container runtime's versions."""
     proc = kubectl(artifacts, paths, "get", "nodes", "-o", "json")
     if proc.returncode != 0:
         raise ClusterError(f"kubectl get nodes failed: {proc.stderr.strip()}")
@@ -96,7 +97,8 @@ def node_status(plan: Plan, paths: Paths, artifacts: build.Artifacts) -> list[di
         out.append({"name": item["metadata"]["name"], "ready": ready,
                     "labels": {k: v for k, v in labels.items() if k.startswith("skyrack.io/")},
                     "taints": [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in item["spec"].get("taints", [])],
-                    "version": item["status"].get("nodeInfo", {}).get("kubeletVersion")})
+                    "version": item["status"].get("nodeInfo", {}).get("kubeletVersion"),
+                    "runtime": item["status"].get("nodeInfo", {}).get("containerRuntimeVersion")})
     return out
 
 

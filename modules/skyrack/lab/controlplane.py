@@ -74,18 +74,18 @@ def apiserver_pki(pp: certs.PlanPki, member: Member) -> cloud_init.ApiServerPki:
 
 def user_data(plan: Plan, pp: certs.PlanPki, kubernetes_repo: str | None,
               backup_url: str | None = None) -> dict[str, str]:
-    """Host name -> user-data for every control-plane member (API servers only given a package repo).
+    """Host name -> user-data for every control-plane member, given the package repository they install from.
 
     `backup_url`: the snapshot container the members' timer uploads to with their managed identity,
     as the Azure stack passes it. The lab passes none (its nodes have no Azure identity), so its
     members boot without that timer; the test that compares bytes with the stack passes the stack's."""
     out: dict[str, str] = {}
-    for m in plan.members:
+    for m in plan.members if kubernetes_repo else []:
         if m.role == "apiserver":
-            if kubernetes_repo:
-                out[m.name] = cloud_init.apiserver(plan, m, apiserver_pki(pp, m), kubernetes_repo=kubernetes_repo)
+            out[m.name] = cloud_init.apiserver(plan, m, apiserver_pki(pp, m), kubernetes_repo=kubernetes_repo)
         else:
-            out[m.name] = cloud_init.etcd(plan, m, etcd_pki(pp, m), backup_url=backup_url)
+            out[m.name] = cloud_init.etcd(plan, m, etcd_pki(pp, m), kubernetes_repo=kubernetes_repo,
+                                          backup_url=backup_url)
     return out
 
 

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,8 +123,9 @@ def check_disk(path: Path) -> None:
 
 
 def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = print,
-       timeout: float = 120) -> LabState:
-    """Start every host of the environment (see the module docstring).
+       timeout: float = 120, roles: Collection[str] | None = None) -> LabState:
+    """Start every host of the environment (see the module docstring); with `roles`, only the hosts of those
+    roles (`skyrack etcd lab-up`: the etcd members), leaving the others as they are.
 
     Control-plane members boot with the user-data their Azure VMs get (`controlplane.user_data`);
     `user_data` overrides it per host (`lab up --seed-dir`). A node that already booted with other
@@ -153,8 +154,8 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
         st.azurite_pid = controlplane.start_azurite(lab.plan, paths, say)
     save(paths, st)
 
-    wanted = {h.name: h for h in lab.hosts()}
-    for name in [n for n in st.hosts if n not in wanted]:
+    wanted = {h.name: h for h in lab.hosts() if roles is None or h.role in roles}
+    for name in [n for n in st.hosts if n not in {h.name for h in lab.hosts()}]:
         say(f"removing {name} (no longer in {env_path})")
         nodes.stop(paths, st.hosts[name], cfg.bridge)
         nodes.remove(paths, name)

@@ -5,7 +5,7 @@ into a systemd-nspawn node's NoCloud seed. Inputs are the plan, the member and
 concrete PEM strings (no Pulumi outputs), so both callers share every line.
 
 * `etcd(plan, member, pki)`: an etcd member (role ``etcd`` or ``etcd-events``) run by
-  Debian's etcd-server package under a skyrack unit, with peer and client mutual TLS,
+  etcd-server from the site's Kubernetes repository under a skyrack unit, with peer and client mutual TLS,
   `--quota-backend-bytes` from the environment and its data on the local disk.
 * `apiserver(plan, member, pki, kubernetes_repo=...)`: kubeadm brings up the control
   plane with the shared CAs given here; the first API server runs `kubeadm init`, the
@@ -26,7 +26,7 @@ import yaml
 
 from ..config.schema import ExecutionNode
 from ..plan import ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
-from ..scheduler import scheduler_config_yaml
+from ..scheduler import RUNTIME_CONFIG, feature_gates, scheduler_config_yaml
 from . import render
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ ETCD_STATE_FILE = "/run/skyrack/etcd-state.env"  # SKYRACK_ETCD_STATE=new|existi
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
-NODE_PACKAGES = ("containerd", "curl", "gpg", "iptables")  # kubelet, kubeadm, kubectl come from the Kubernetes repo
+# containerd, kubelet, kubeadm and kubectl come from the site's Kubernetes repository (the bootstrap script)
+NODE_PACKAGES = ("curl", "gpg", "iptables")
 
 
 @dataclass(frozen=True)
@@ -126,13 +127,14 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
         f"--quota-backend-bytes={quota}",
         "--snapshot-count=10000",
         "--listen-metrics-urls=http://127.0.0.1:2381",
-        "--experimental-initial-corrupt-check=true",
+        "--feature-gates=InitialCorruptCheck=true",
     ]
 
 
-def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None = None,
+def etcd(plan: Plan, member: Member, pki: EtcdPki, *, kubernetes_repo: str, data_disk: DataDisk | None = None,
          backup_url: str | None = None) -> str:
-    """User-data of an etcd or events-etcd member.
+    """User-data of an etcd or events-etcd member: etcd (`control_plane.etcd.version`) from the site's
+    Kubernetes repository `kubernetes_repo`, run by a skyrack unit.
 
     `data_disk="local"` puts the data directory on the VM's local NVMe disk (or Azure's
     local temporary disk on sizes without NVMe); `"rootfs"` (the lab) keeps it on the
@@ -145,8 +147,11 @@ def etcd(plan: Plan, member: Member, pki: EtcdPki, *, data_disk: DataDisk | None
     unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA,
                   state_file=ETCD_STATE_FILE)
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
+    install = render("cloud-init/etcd-install.sh.j2", version=plan.env.control_plane.etcd.version,
+                     repo=kubernetes_repo.rstrip("/") + "/", pki_dir=ETCD_PKI)
     return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
-                  unit=unit, disk_script=disk, member_script=etcd_member_script(plan, member),
+                  unit=unit, disk_script=disk, install_script=install,
+                  member_script=etcd_member_script(plan, member),
                   snapshot_script=etcd_snapshot_script(plan, member, backup_url) if backup_url else None,
                   snapshot_minutes=plan.env.backups.interval_minutes)
 
@@ -189,7 +194,8 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
     ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init", node_label=member.name,
                            kubelet_args=[("node-ip", member.ip)])
     ctx.update(member=member, **_cluster_context(plan), scheduler_config=scheduler_config_yaml(plan.env),
-               scheduler_image=plan.env.cluster.versions.scheduler_plugins, skip_phases=",".join(SKIPPED_INIT_PHASES),
+               kubelet_config=yaml.safe_dump(kubelet_configuration(plan), sort_keys=False),
+               skip_phases=",".join(SKIPPED_INIT_PHASES),
                # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
                hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
     unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
@@ -202,7 +208,8 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
 
 def _cluster_context(plan: Plan) -> dict:
     return {"etcd_endpoints": etcd_endpoints(plan), "events_override": events_servers_override(plan),
-            "scheduler_config_path": SCHEDULER_CONFIG}
+            "scheduler_config_path": SCHEDULER_CONFIG, "feature_gates": feature_gates(),
+            "runtime_config": RUNTIME_CONFIG}
 
 
 def cluster_configuration(plan: Plan, endpoint: str | None = None) -> str:
@@ -212,6 +219,26 @@ def cluster_configuration(plan: Plan, endpoint: str | None = None) -> str:
     return render("cloud-init/kubeadm-cluster.yaml.j2", env=plan.env, **_cluster_context(plan),
                   endpoint=(endpoint or plan.apiserver_endpoint).removeprefix("https://"),
                   kubeadm_api=kubeadm_api(plan))
+
+
+def kubelet_configuration(plan: Plan) -> dict:
+    """The cluster-wide KubeletConfiguration: what `kubeadm init` gives each API server's kubelet and what the
+    cluster layer's kubelet-config ConfigMap gives every joining one (racks, pools)."""
+    k = plan.env.kubernetes
+    out = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+           "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                              "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+           "authorization": {"mode": "Webhook"},
+           "cgroupDriver": "systemd",
+           "clusterDNS": [plan.dns_service_ip],
+           "clusterDomain": k.cluster_domain,
+           "maxPods": plan.max_pods,
+           "rotateCertificates": True,
+           "serializeImagePulls": False,  # published practice: pull images in parallel
+           "staticPodPath": "/etc/kubernetes/manifests"}
+    if k.allow_cgroup_v1:  # only a lab on a cgroup v1 host (kubernetes.allow_cgroup_v1)
+        out["failCgroupV1"] = False
+    return out
 
 
 def kubeadm_api(plan: Plan) -> str:
