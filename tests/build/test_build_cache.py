@@ -93,3 +93,23 @@ def test_the_workflows_install_the_same_pulumi_release():
                     seen += 1
                     assert str(step.get("with", {}).get("pulumi-version")) == PULUMI.version, wf.name
     assert seen >= 3
+
+
+def test_two_builds_at_once_make_one_signing_key(tmp_path):
+    """`./dev test` builds in the background while a test may build too: the repository's signing key is made
+    once, by one of them, and both get it (before, the second removed the first's half-made key)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("gpg") is None:
+        pytest.skip("gpg is not installed (scripts/apt-packages.txt)")
+    code = ("import sys; from pathlib import Path; from skyrack.build import debs; "
+            "home = debs.signing_home(Path(sys.argv[1])); "
+            "print(sorted(p.name for p in (home / 'private-keys-v1.d').glob('*.key')))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [err for _, err in results]
+    keys = {out for out, _ in results}
+    assert len(keys) == 1 and keys.pop().count(".key") == 1  # one key, the same for every caller

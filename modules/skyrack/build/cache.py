@@ -67,12 +67,16 @@ def _size(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def _locked(entry: Entry) -> Iterator[None]:
-    lock = entry.path.parent / ".lock"
+def locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `lock` (made if missing): one process at a time makes what it guards."""
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
+
+
+def _locked(entry: Entry) -> contextlib.AbstractContextManager[None]:
+    return locked(entry.path.parent / ".lock")
 
 
 def history(root: Path = ROOT) -> dict[str, float]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import upstream
 from ..upstream import KubernetesBuild
-from .cache import ROOT, BuildError, Entry, Say, ensure
+from .cache import ROOT, BuildError, Entry, Say, ensure, locked
 from .kubernetes import Binaries
 
 RECIPE_VERSION = 3
@@ -197,14 +197,22 @@ def _deb(name: str, b: KubernetesBuild, bins: Binaries, work: Path, out: Path, l
 
 
 def signing_home(root: Path = ROOT) -> Path:
-    """The lab repository's signing key (made once, root-only)."""
+    """The lab repository's signing key (made once, root-only). Two builds at once (`./dev test` builds in the
+    background while a test asks for the engine) make it one after the other, never over each other."""
     home = root / "build" / "apt-signing-key"
-    if not (home / "pubring.kbx").exists() or not any((home / "private-keys-v1.d").glob("*.key")):
-        shutil.rmtree(home, ignore_errors=True)
-        home.mkdir(mode=0o700, parents=True)
-        subprocess.run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", "",
-                        "--quick-gen-key", "skyrack lab Kubernetes repository <skyrack-lab@invalid>", "ed25519",
-                        "sign", "never"], check=True, capture_output=True)
+
+    def made() -> bool:
+        return (home / "pubring.kbx").exists() and any((home / "private-keys-v1.d").glob("*.key"))
+
+    if made():
+        return home
+    with locked(root / "build" / ".apt-signing-key.lock"):
+        if not made():
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(mode=0o700, parents=True)
+            subprocess.run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase",
+                            "", "--quick-gen-key", "skyrack lab Kubernetes repository <skyrack-lab@invalid>",
+                            "ed25519", "sign", "never"], check=True, capture_output=True)
     return home
 
 

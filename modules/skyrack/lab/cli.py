@@ -238,6 +238,7 @@ def pulumi(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help=
 
     stacks/cluster, stack <env>, the lab's own backend and passphrase (see `skyrack lab env`)."""
     lab = _run(lambda: lifecycle.open_lab(path))
+    _run(lambda: stacks.require_up(lab.paths, path))  # before the engine: a lab never brought up builds nothing
     artifacts = _run(lambda: lifecycle.artifacts(lab))
     args = passthrough_args(sys.argv, ctx.args, "pulumi")
     ws = stacks.workspace(lab.paths, artifacts.engine)

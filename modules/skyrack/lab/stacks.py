@@ -97,10 +97,15 @@ def write_outputs(ws: Workspace, env_path: Path, stack: str, dest: Path, kubecon
     return data
 
 
-def cluster(ws: Workspace, paths: Paths, env_path: Path, stack: str, args: list[str], say: Say | None = None) -> str:
-    """A Pulumi command (`up`, `preview`, `destroy`, ...) on the cluster layer's stack of this lab."""
+def require_up(paths: Paths, env_path: Path) -> None:
+    """EngineError naming `skyrack lab up` when the lab has never been brought up (before anything is built)."""
     if load(paths) is None:
         raise EngineError(f"{env_path}: the lab is not up: run `skyrack lab up {env_path}` first")
+
+
+def cluster(ws: Workspace, paths: Paths, env_path: Path, stack: str, args: list[str], say: Say | None = None) -> str:
+    """A Pulumi command (`up`, `preview`, `destroy`, ...) on the cluster layer's stack of this lab."""
+    require_up(paths, env_path)
     cp = project_name(CONTROLPLANE_DIR)
     if not ws.stack_exists(cp, stack):
         raise EngineError(f"the cluster layer reads the control-plane stack {ORGANIZATION}/{cp}/{stack}, which "
