@@ -156,3 +156,22 @@ def test_every_built_image_pulls_through_the_registry_mirror(lab, cluster):
     for ref in upstream.KUBERNETES_BUILDS[p.env.kubernetes.version].images().values():
         lab.ssh("r01-n01", f"ctr -n k8s.io images pull --hosts-dir /etc/containerd/certs.d {ref} >/dev/null")
         assert ref in lab.ssh("r01-n01", f"ctr -n k8s.io images ls -q name=={ref}")
+
+
+def test_an_init_that_did_not_finish_succeeds_when_the_bootstrap_runs_again(lab, cluster):
+    """The documented repair of a failed first boot (run skyrack-kubeadm again) on an API server whose init did
+    not record its end: the control plane's containers are still up, as after a failed init, so the first
+    attempt fails kubeadm's preflight (ports in use); the script kills them and the next attempt succeeds."""
+    marker, script = "/var/lib/skyrack/kubeadm-init.done", "/usr/local/sbin/skyrack-kubeadm"
+    before = lab.ssh("apiserver-0", "ctr -n k8s.io tasks ls -q | wc -l").strip()
+    assert int(before) > 0, "no static pod is running on apiserver-0"
+    lab.ssh("apiserver-0", f"rm {marker}")
+    proc = subprocess.run(["ssh", "-F", str(lab.paths.ssh_config), "-o", "BatchMode=yes", "apiserver-0",
+                           f"{script} 2>&1"], capture_output=True, text=True, timeout=900)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:]
+    assert "Port-6443" in out or "Port 6443 is in use" in out, out[-3000:]  # the first attempt met the old containers
+    # ... and the second one passed (without the kill, every attempt would meet them and the script give up)
+    assert out.count("[preflight] Running pre-flight checks") == 2, out[-3000:]
+    lab.ssh("apiserver-0", f"test -e {marker}")
+    lab.ready()  # the cluster serves again: nodes Ready, the scheduler and controller manager leading, DNS
