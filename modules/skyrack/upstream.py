@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class KubernetesBuild:
-    version: str  # kubernetes.version, e.g. "1.32.13"
+    version: str  # kubernetes.version, e.g. "1.37.2"
     go: str  # the `go` line of upstream's go.mod (the wrapper module uses the same)
     coredns: str  # the CoreDNS release kubeadm of this minor deploys
     pause: str  # the pause image tag kubeadm of this minor expects

@@ -1,6 +1,6 @@
 """Running the Go toolchain for upstream's programs: offline-safe settings, progress, clear failures.
 
-Go is only the way to build upstream's own programs (Kubernetes, scheduler-plugins, CoreDNS);
+Go is only the way to build upstream's own programs (Kubernetes, containerd, etcd, CoreDNS, Receptor);
 skyrack itself is Python. Modules come from the Go module proxy the machine is configured
 with; compiled packages are shared through one GOCACHE under the cache root, so the
 components that share Kubernetes' libraries compile them once.

@@ -9,7 +9,7 @@ is such a site, on its bridge address:
   `/kubernetes/core:/stable:/v1.<minor>/deb/` (pkgs.k8s.io's layout);
 * the **registry** (Debian's `docker-registry`, the CNCF distribution registry, port 5000)
   holds the images skyrack.build assembled under their upstream names
-  (`<registry>/registry.k8s.io/kube-apiserver:v1.32.13`), which nodes reach through
+  (`<registry>/registry.k8s.io/kube-apiserver:v1.37.2`), which nodes reach through
   containerd's `hosts.toml` mirror configuration.
 
 The lab's environment file must name exactly these URLs (`expected_mirrors`), so the
