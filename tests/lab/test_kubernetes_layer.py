@@ -229,7 +229,7 @@ def test_the_gpu_objects_follow_the_plan_and_their_work_is_skipped_without_a_gpu
     the lab has none, so they are absent here (their objects are validated under mocks: tests/kube)."""
     assert not any(n.gpu_count for n in planmod.make(lab.env).nodes)
     outputs = json.loads(pulumi(lab, "stack", "output", "--json").stdout)
-    assert "Gpu" not in outputs["concerns"] and {"Bootstrap", "Batch", "Scheduling"} <= set(outputs["concerns"])
+    assert "Gpu" not in outputs["concerns"] and {"Bootstrap", "Batch"} <= set(outputs["concerns"])
     assert kubectl(lab, "get", "namespace", gpu.NAMESPACE, check=False).returncode != 0
     pytest.skip("the lab has no GPU: the device plugin, DCGM exporter and GPU health check are not deployed "
                 "on a cluster without GPU nodes (tests/kube validates their objects for dev and prod)")

@@ -96,13 +96,15 @@ def open_lab(env_path: Path) -> Lab:
     return lab
 
 
-def check_host(kubernetes: bool = False) -> None:
+def check_host(kubernetes: bool = False, kubelets: bool | None = None) -> None:
+    """Root and the tools the lab (and, with `kubernetes`, its build) needs; the disk where kubelets will run
+    (`kubelets`, by default wherever Kubernetes is)."""
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces, mounts, iptables); run it as root")
     missing = [t for t in TOOLS + (KUBERNETES_TOOLS if kubernetes else ()) if shutil.which(t) is None]
     if missing:
         raise LabError(f"missing on this host: {', '.join(missing)}; `./dev setup` installs them")
-    if kubernetes:
+    if kubernetes if kubelets is None else kubelets:
         check_disk(STATE_ROOT)
 
 
@@ -137,7 +139,9 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     if unknown:
         raise InputError([Problem(str(env_path), "", f"cloud-init user-data for hosts not in this lab: "
                                                      f"{', '.join(unknown)}")])
-    check_host(kubernetes=lab.kubernetes is not None)
+    # the kubelets' disk: only where kubelets boot (not `etcd lab-up`'s members)
+    check_host(kubernetes=lab.kubernetes is not None,
+               kubelets=lab.kubernetes is not None and (roles is None or bool({"apiserver", "worker"} & set(roles))))
     cfg, paths = lab.cfg, lab.paths
     st = load(paths) or LabState(env=lab.plan.env.name, source=str(env_path.resolve()), bridge=cfg.bridge,
                                  subnet=str(cfg.subnet), host_ip=str(cfg.host_ip))
