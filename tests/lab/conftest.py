@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 import lab_variants as variants
+from skyrack import plan as planmod
+from skyrack import upstream
 from skyrack.lab.state import Paths
 from support import CONFIGS, need, run_cli
 
@@ -47,6 +49,11 @@ class Lab:
         proc = run_cli("lab", "ready", str(self.env), "--wait", str(wait), "--json", timeout=wait + 120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return json.loads(proc.stdout)["checks"]
+
+    def image(self, name: str) -> str:
+        """An upstream image the lab serves for its Kubernetes version (`pause`, `agnhost`, ...), by its
+        upstream name: the reference a test pod uses, never a tag written into a test."""
+        return upstream.KUBERNETES_BUILDS[planmod.make(self.env).env.kubernetes.version].images()[name]
 
     def nodes(self) -> list[dict]:
         proc = run_cli("lab", "nodes", str(self.env), "--json", timeout=120)

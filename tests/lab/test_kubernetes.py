@@ -25,7 +25,6 @@ from support import ROOT, run_cli
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 NAMESPACE = "skyrack-e2e"
 CLI = [sys.executable, "-m", "skyrack"]
-AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 
 
 def kubectl(lab, *args: str, stdin: str | None = None, check: bool = True) -> str:
@@ -93,7 +92,7 @@ def test_pods_get_planned_addresses_and_reach_each_other_and_the_api_server(lab,
     for node in p.nodes:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"net-{node.name}", "namespace": NAMESPACE},
                "spec": {"nodeName": node.name, "tolerations": [{"operator": "Exists"}],
-                        "containers": [{"name": "netexec", "image": AGNHOST, "args": ["netexec", "--http-port=8080"]}]}}
+                        "containers": [{"name": "netexec", "image": lab.image("agnhost"), "args": ["netexec", "--http-port=8080"]}]}}
         kubectl(lab, "apply", "-f", "-", stdin=json.dumps(pod))
     kubectl(lab, "-n", NAMESPACE, "wait", "--for=condition=Ready", "pod", "--all", "--timeout=240s")
     pods = json.loads(kubectl(lab, "-n", NAMESPACE, "get", "pods", "-o", "json"))["items"]
