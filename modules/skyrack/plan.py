@@ -98,8 +98,13 @@ class Plan:
     sizing: sizing.Sizing
     allocation: ipam.Allocation = field(repr=False)
     api_service_ip: str  # the `kubernetes` Service's cluster IP (a SAN of every API server's certificate)
-    dns_service_ip: str  # kube-dns's cluster IP: every kubelet's clusterDNS
+    dns_service_ip: str  # kube-dns's cluster IP: what every node's DNS cache forwards the cluster's names to
     max_pods: int  # per node, on-prem and cloud (kubernetes.pods_per_node): kubelet's maxPods
+
+    @property
+    def node_dns_ip(self) -> str:
+        """Every node's DNS cache (kubernetes.node_dns_ip): every kubelet's clusterDNS, so every pod's resolver."""
+        return str(self.env.kubernetes.node_dns_ip)
 
     @property
     def lock_path(self) -> Path:

@@ -47,6 +47,7 @@ def test_gpu_nodes_get_team_and_gpu_taints_and_labels(prod_plan):
     # the pod range reaches the node's CNI configuration (role pod_network): kubelet ignores podCIDR in a cluster
     assert "podCIDR" not in kubelet and kubelet["maxPods"] == gpu.max_pods
     assert kubelet["serializeImagePulls"] is False and kubelet["maxParallelImagePulls"] == 10
+    assert kubelet["clusterDNS"] == [prod_plan.node_dns_ip]  # the node's own cache, not kube-dns
     flags = node_files.kubelet_flags(prod_plan, gpu.name)
     assert f"nvidia.com/gpu.product={gpu.gpu_model}" in flags and f"--node-ip={gpu.ip}" in flags
 

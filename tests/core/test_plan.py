@@ -203,7 +203,8 @@ def test_consumers_read_derived_values_from_the_plan() -> None:
 
     p = plan.make(Path(__file__).resolve().parents[2] / "configs" / "dev.yaml")
     p = dataclasses.replace(p, api_service_ip="10.96.0.7", dns_service_ip="10.96.0.53")
-    assert inventory.global_vars(p)["skyrack_cluster_dns"] == "10.96.0.53"
+    # kubelet's clusterDNS on the racks: the node's cache (kubernetes.node_dns_ip), which forwards to kube-dns
+    assert inventory.global_vars(p)["skyrack_cluster_dns"] == p.node_dns_ip == str(p.env.kubernetes.node_dns_ip)
     serving = next(s for s in certs.specs(p) if s.key.endswith("-serving"))
     assert "10.96.0.7" in serving.ips and "10.96.0.1" not in serving.ips
 

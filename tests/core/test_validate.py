@@ -243,3 +243,14 @@ def test_runtime_versions_and_retired_keys_are_refused_with_the_reason(tmp_path:
 def test_registry_mirror_must_be_a_url(tmp_path: Path, url: str) -> None:
     path = write_env(tmp_path, lambda d: d.setdefault("mirrors", {}).update(registry=url))
     rejects(path, "mirrors.registry")
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("169.254.169.254", "kubernetes.node_dns_ip: 169.254.169.254 is not a usable link-local address"),
+    ("10.96.0.10", "kubernetes.node_dns_ip: 10.96.0.10 is not a usable link-local address"),
+    ("169.254.20", "kubernetes.node_dns_ip: '169.254.20' is not an IPv4 address"),
+    (16909060, "kubernetes.node_dns_ip: expected an IPv4 address as a string"),
+])
+def test_a_node_dns_address_that_could_leave_the_node_or_hit_a_cloud_service_is_refused(tmp_path: Path, value,
+                                                                                          message) -> None:
+    rejects(write_env(tmp_path, lambda d: d["kubernetes"].update(node_dns_ip=value)), message)

@@ -140,8 +140,10 @@ def test_more_nodes_resize_auto_sized_api_servers(repo: GitRepo):
     (lambda d: d["azure"].update(admin_cidrs=[]), "narrows access", "info"),
     (lambda d: d["onprem"]["cidrs"].append("172.16.0.0/16"), "on-prem range 172.16.0.0/16 added", "caution"),
     (lambda d: d["onprem"].update(cidrs=["10.64.0.0/16"]), "on-prem range 10.64.0.0/14 removed", "danger"),
+    (lambda d: d["kubernetes"].update(node_dns_ip="169.254.53.53"),
+     "applies to new pods only: running pods keep the old address", "danger"),
 ], ids=["vnet", "service", "pod", "pods-per-node-block", "pods-per-node", "admin-add", "admin-internet",
-        "admin-remove", "onprem-add", "onprem-remove"])
+        "admin-remove", "onprem-add", "onprem-remove", "node-dns"])
 def test_network_changes(repo: GitRepo, edit, text: str, risk: str):
     repo.edit("dev", edit)
     assert find(only(repo.diff()), text).risk == risk

@@ -107,6 +107,19 @@ def test_a_joining_node_can_read_what_kubeadm_join_reads(rendered, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_the_api_server_may_use_the_kubelet_api_for_exec_and_logs(rendered, env):
+    """kubeadm's apiserver-kubelet-client certificate carries no group (kubeadm binds its CN in the phase skyrack
+    skips): without the binding every kubelet answers `kubectl exec` and `logs` with Forbidden."""
+    r = rendered(env)
+    (b,) = [b.manifest for b in r.objects("ClusterRoleBinding")
+            if {"kind": "User", "name": "kube-apiserver-kubelet-client",
+                "apiGroup": "rbac.authorization.k8s.io"} in b.manifest["subjects"]]
+    assert b["metadata"]["name"] == "kubeadm:apiserver-kubelet-client"
+    assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "system:kubelet-api-admin"}
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_kubeadm_and_kubelet_configuration_match_the_environment(rendered, env):
     r = rendered(env)
     k = r.plan.env.kubernetes
@@ -117,7 +130,11 @@ def test_kubeadm_and_kubelet_configuration_match_the_environment(rendered, env):
                                 "podSubnet": str(k.pod_cidr)}
     kubelet = yaml.safe_load(r.one("ConfigMap", "kubelet-config", "kube-system").manifest["data"]["kubelet"])
     dns = r.one("Service", "kube-dns", "kube-system").manifest["spec"]["clusterIP"]
-    assert kubelet["clusterDNS"] == [dns] == [str(ipaddress.ip_network(k.service_cidr)[10])] == [r.plan.dns_service_ip]
+    assert dns == str(ipaddress.ip_network(k.service_cidr)[10]) == r.plan.dns_service_ip
+    # pods ask their node's cache, which asks kube-dns
+    assert kubelet["clusterDNS"] == [str(k.node_dns_ip)] == [r.plan.node_dns_ip]
+    corefile = r.one("ConfigMap", "node-local-dns", "kube-system").manifest["data"]["Corefile"]
+    assert f"forward . {dns} {{" in corefile and f"bind {r.plan.node_dns_ip}\n" in corefile
     assert kubelet["maxPods"] == k.pods_per_node and kubelet["authentication"]["anonymous"]["enabled"] is False
     proxy = r.one("DaemonSet", "kube-proxy", "kube-system").manifest
     assert proxy["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":v{k.version}")
@@ -198,6 +215,7 @@ def test_kubelets_and_kube_dns_read_the_plans_values():
 
     p = dataclasses.replace(planmod.make(CONFIGS / "dev.yaml"), dns_service_ip="10.96.0.53", max_pods=77)
     kubelet = bootstrap.kubelet_configuration(p)
-    assert kubelet["clusterDNS"] == ["10.96.0.53"] and kubelet["maxPods"] == 77
+    assert kubelet["clusterDNS"] == [p.node_dns_ip] and kubelet["maxPods"] == 77
     (service,) = [m for m in bootstrap.coredns(p, "registry.k8s.io/coredns/coredns:v1.11.3") if m["kind"] == "Service"]
     assert service["spec"]["clusterIP"] == "10.96.0.53"
+    assert "forward . 10.96.0.53 {" in bootstrap.node_dns_corefile(p)

@@ -52,12 +52,14 @@ class Cluster:
                for name in health.LEASES},
             "/api/v1/nodes": {"items": [{"metadata": {"name": n}, "status": {"conditions": ready}}
                                         for n in self.names]},
-            "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy": {
-                "metadata": {"generation": 2}, "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}}},
-                "status": {"observedGeneration": 2, "desiredNumberScheduled": len(self.names),
-                           "updatedNumberScheduled": len(self.names)}},
-            "/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-proxy": {"items": [
-                {"spec": {"nodeName": n}, "status": {"phase": "Running", "conditions": ready}} for n in self.names]},
+            **{path: obj for ds in ("kube-proxy", "node-local-dns") for path, obj in {
+                f"/apis/apps/v1/namespaces/kube-system/daemonsets/{ds}": {
+                    "metadata": {"generation": 2}, "spec": {"selector": {"matchLabels": {"k8s-app": ds}}},
+                    "status": {"observedGeneration": 2, "desiredNumberScheduled": len(self.names),
+                               "updatedNumberScheduled": len(self.names)}},
+                f"/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3D{ds}": {"items": [
+                    {"spec": {"nodeName": n}, "status": {"phase": "Running", "conditions": ready}}
+                    for n in self.names]}}.items()},
             "/apis/apps/v1/namespaces/kube-system/deployments/coredns": {
                 "spec": {"replicas": 2}, "status": {"readyReplicas": 2}},
             "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices"
@@ -92,11 +94,12 @@ def test_a_healthy_cluster_is_ready_and_dns_is_asked_from_every_node(plan):
     c = Cluster(plan)
     found = c.checks()
     assert list(found) == ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "nodes", "kube-proxy",
-                           "CoreDNS", "DNS"]
+                           "CoreDNS", "node-local-dns", "DNS"]
     assert not_ready(found) == {}
     assert [h for h, _ in c.asked] == c.names
     name, server = c.asked[0][1][-2:]
-    assert (name, server) == ("kubernetes.default.svc.cluster.local", plan.dns_service_ip)
+    # the node's own cache: what kubelet gives every pod
+    assert (name, server) == ("kubernetes.default.svc.cluster.local", plan.node_dns_ip)
     assert found["kube-scheduler"].detail == "leader api-1"
 
 
@@ -129,6 +132,15 @@ def test_coredns_without_a_ready_endpoint_is_named_and_dns_is_not_asked(plan):
     assert c.asked == []
 
 
+def test_a_node_without_its_dns_cache_is_named_and_dns_is_not_asked(plan):
+    c = Cluster(plan)
+    pods = c.objects["/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dnode-local-dns"]["items"]
+    pods[-1]["status"]["phase"] = "Pending"
+    assert not_ready(c.checks()) == {"node-local-dns": f"no ready pod on {c.names[-1]}",
+                                     "DNS": "not asked: node-local-dns is not ready"}
+    assert c.asked == []
+
+
 def test_coredns_scaled_to_nothing_and_coredns_missing_are_named(plan):
     c = Cluster(plan)
     c.objects["/apis/apps/v1/namespaces/kube-system/deployments/coredns"]["spec"]["replicas"] = 0
@@ -143,7 +155,7 @@ def test_a_wrong_or_missing_dns_answer_names_the_node_and_what_it_got(plan):
     c.answers[first] = (1, "no answer (PermissionError: Operation not permitted)\n")
     c.answers[second] = (0, "10.99.0.1\n")
     detail = not_ready(c.checks())["DNS"]
-    assert detail == (f"kubernetes.default.svc.cluster.local at {plan.dns_service_ip}: "
+    assert detail == (f"kubernetes.default.svc.cluster.local at {plan.node_dns_ip}: "
                       f"{first}: no answer (PermissionError: Operation not permitted); {second}: 10.99.0.1")
 
 

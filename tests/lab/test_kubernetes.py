@@ -54,7 +54,7 @@ def test_every_worker_is_ready_with_the_plans_labels_and_taints(lab, cluster):
 
 
 def test_coredns_answers_for_the_cluster(lab, cluster):
-    """From every worker, through the kube-dns ClusterIP (every kubelet's clusterDNS) and kube-proxy."""
+    """From every worker, through its DNS cache (every kubelet's clusterDNS), kube-dns and kube-proxy."""
     p = planmod.make(lab.env)
     api = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[1])
     for node in p.nodes:
@@ -78,7 +78,8 @@ def test_the_cluster_is_not_ready_while_coredns_is_stopped_and_the_wait_names_it
         checks = {c["name"]: c["ready"] for c in json.loads(proc.stdout)["checks"]}
         # the verdict is about CoreDNS (and the lookups it answers) alone
         assert checks == {"kube-apiserver": True, "kube-controller-manager": True, "kube-scheduler": True,
-                          "nodes": True, "kube-proxy": True, "CoreDNS": False, "DNS": False}, checks
+                          "nodes": True, "kube-proxy": True, "CoreDNS": False, "node-local-dns": True,
+                          "DNS": False}, checks
     finally:
         kubectl(lab, "-n", "kube-system", "scale", "deployment/coredns", f"--replicas={replicas}")
     checks = {c["name"]: c for c in lab.ready()}

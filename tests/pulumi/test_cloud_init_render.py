@@ -166,3 +166,26 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
     # etcd: install, disk and member scripts (lab, prod), prod's snapshot; API servers' bootstrap and
     # certificate renewal; the pool node
     assert checked == 12
+
+
+def test_every_kubeadm_vm_gets_its_dns_cache_address_before_kubelet_starts(lab) -> None:
+    """API servers and pool nodes run pods too (node-local-dns on each): the same unit the racks' kubelet
+    role installs, enabled before the kubeadm bootstrap starts kubelet with clusterDNS on that address."""
+    plan, issued = lab
+    member = plan.members_of("apiserver")[0]
+    prod = planmod.make(CONFIGS / "prod.yaml")
+    texts = {"apiserver": (plan, cloud_init.apiserver(plan, member, apiserver_pki(issued, member.name),
+                                                     kubernetes_repo=REPO)),
+             "pool": (prod, cloud_init.pool_node(prod, prod.pools[0], cloud_init.WorkerJoin("abcdef.0123456789abcdef",
+                                                                                          "sha256:00"),
+                                                 kubernetes_repo=REPO))}
+    role = (Path(__file__).resolve().parents[2] / "ansible/roles/kubelet/tasks/main.yml").read_text()
+    assert 'src: "{{ kubelet_node_templates_dir }}/node-dns.service.j2"' in role
+    for what, (p, text) in texts.items():
+        config = yaml.safe_load(text)
+        unit = {f["path"]: f["content"] for f in config["write_files"]}["/etc/systemd/system/skyrack-node-dns.service"]
+        assert f"ExecStart=ip -4 address add {p.node_dns_ip}/32 dev lo label lo:skyrack-dns" in unit, what
+        assert "Before=kubelet.service" in unit, what
+        steps = config["runcmd"]
+        assert steps.index(["systemctl", "enable", "--now", "skyrack-node-dns.service"]) < \
+            steps.index(["/usr/local/sbin/skyrack-kubeadm"]), what

@@ -31,9 +31,10 @@ K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "
 # upstream's e2e test image (netexec, connect, dns tools): what the lab's cluster tests run in pods
 E2E_COMMANDS = ("agnhost",)
 BUILD_TAGS = "providerless"  # upstream's tag that leaves out the (removed) in-tree cloud providers
-# The Corefile's plugins (skyrack.kube.bootstrap.COREFILE), in CoreDNS's plugin.cfg order.
-COREDNS_PLUGINS = ("reload", "health", "ready", "prometheus", "errors", "log", "loadbalance", "cache", "loop",
-                   "kubernetes", "forward")
+# The Corefiles' plugins (skyrack.kube.bootstrap: CoreDNS's COREFILE and the node cache's NODE_DNS_COREFILE),
+# in CoreDNS's plugin.cfg order, which decides the order they run in.
+COREDNS_PLUGINS = ("reload", "bind", "ready", "health", "prometheus", "errors", "log", "loadbalance", "cache",
+                   "kubernetes", "loop", "forward")
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,7 @@ func main() {{ coremain.Run() }}
 
 def coredns(b: KubernetesBuild, say: Say) -> Path:
     entry = _entry("coredns", b.coredns, b, plugins=COREDNS_PLUGINS)
-    # plugin.cfg order decides the order plugins run in; keep CoreDNS's own order.
-    order = ("reload", "health", "ready", "prometheus", "errors", "log", "loadbalance", "cache", "loop",
-             "kubernetes", "forward")
-    assert set(order) == set(COREDNS_PLUGINS)
+    order = COREDNS_PLUGINS
 
     def build(out: Path) -> None:
         with entry.log().open("w") as log:

@@ -129,6 +129,11 @@ def _url(value: str, schemes: tuple[str, ...], trailing_slash: bool = True) -> s
 
 
 DnsName = Annotated[str, AfterValidator(_dns_name)]
+LINK_LOCAL = ipaddress.IPv4Network("169.254.0.0/16")
+# 169.254.0.0/24 and 169.254.255.0/24 are reserved (RFC 3927); 169.254.169.0/24 holds the clouds'
+# metadata (169.254.169.254) and DNS (169.254.169.253) addresses
+LINK_LOCAL_RESERVED = (ipaddress.IPv4Network("169.254.0.0/24"), ipaddress.IPv4Network("169.254.255.0/24"),
+                       ipaddress.IPv4Network("169.254.169.0/24"))
 VmSize = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")]
 
 
@@ -290,9 +295,27 @@ class Kubernetes(Strict):
     pod_cidr: UsableNet
     pods_per_node: Annotated[StrictInt, Field(ge=8, le=250)] = 32
     cluster_domain: DnsName = "cluster.local"
+    # Every node's DNS cache answers here (a link-local address on the node's loopback, made by the kubelet
+    # role and the VMs' user-data) and kubelet gives it to every pod as its resolver: upstream NodeLocal
+    # DNSCache's address. Link-local, so it never leaves the node; not a cloud metadata address.
+    node_dns_ip: ipaddress.IPv4Address = ipaddress.IPv4Address("169.254.20.10")
     certificates: Certificates = Certificates()
 
     _cidrs = field_validator("service_cidr", "pod_cidr", mode="before")(_network)
+
+    @field_validator("node_dns_ip", mode="before")
+    @classmethod
+    def _node_dns_ip(cls, v: object) -> ipaddress.IPv4Address:
+        if not isinstance(v, str):
+            raise ValueError("expected an IPv4 address as a string, e.g. 169.254.20.10")
+        try:
+            ip = ipaddress.IPv4Address(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not an IPv4 address") from None
+        if ip not in LINK_LOCAL or any(ip in net for net in LINK_LOCAL_RESERVED):
+            raise ValueError(f"{ip} is not a usable link-local address: use one in 169.254.1.0-169.254.254.255 "
+                             "that is not a cloud's metadata or DNS address (169.254.169.0/24), e.g. 169.254.20.10")
+        return ip
 
     @field_validator("service_cidr")
     @classmethod

@@ -28,7 +28,7 @@ CLAIMED = {
     "control_plane.apiservers.count", "control_plane.apiservers.vm_size", "control_plane.etcd.count",
     "control_plane.etcd.vm_size", "control_plane.etcd.events_cluster", "control_plane.etcd.quota_backend_gib",
     "kubernetes.version", "kubernetes.service_cidr", "kubernetes.pod_cidr", "kubernetes.pods_per_node",
-    "kubernetes.cluster_domain", "onprem.cidrs", "onprem.vpn", "mirrors.apt_proxy", "mirrors.kubernetes",
+    "kubernetes.cluster_domain", "kubernetes.node_dns_ip", "onprem.cidrs", "onprem.vpn", "mirrors.apt_proxy", "mirrors.kubernetes",
     "teams", "cloud_pools", "racks",
 }
 QUIET_PREFIXES: dict[str, Risk] = {"backups.": "info", "lab.": "info"}  # other unclaimed fields: caution
@@ -216,6 +216,12 @@ def _network(old: Plan, new: Plan) -> Iterator[Change]:
         yield Change("danger", "network", "kubernetes.cluster_domain",
                      f"cluster domain {a.kubernetes.cluster_domain} → {b.kubernetes.cluster_domain}: every in-cluster "
                      "DNS name changes")
+    if a.kubernetes.node_dns_ip != b.kubernetes.node_dns_ip:
+        yield Change("danger", "network", "kubernetes.node_dns_ip",
+                     f"node DNS address {a.kubernetes.node_dns_ip} → {b.kubernetes.node_dns_ip}: every node's cache "
+                     "moves to the new address and every kubelet restarts with it as clusterDNS, which applies to new "
+                     "pods only: running pods keep the old address in their resolv.conf and lose DNS until they are "
+                     "re-created")
     if a.azure.vnet_cidr == b.azure.vnet_cidr:
         for name in dict.fromkeys([*old.subnets, *new.subnets]):
             x, y = old.subnets.get(name), new.subnets.get(name)

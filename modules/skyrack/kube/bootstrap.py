@@ -25,6 +25,7 @@ from . import objects as o
 TOKEN_RE = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
 TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"  # noqa: S105 - a group name
 NODES_GROUP = "system:nodes"
+APISERVER_KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the CN of kubeadm's apiserver-kubelet-client certificate
 # the addons' objects, by kubeadm's names (skyrack.kube.health asks for them by these)
 KUBE_PROXY = "kube-proxy"
 COREDNS = "coredns"
@@ -128,6 +129,11 @@ def join_rbac() -> list[o.Manifest]:
                              _groups(TOKEN_GROUP, NODES_GROUP)),
         *_get_configmap_role("kubeadm:kubelet-config", "kubelet-config", KUBE_SYSTEM,
                              _groups(TOKEN_GROUP, NODES_GROUP)),
+        # The API server's client certificate for kubelets (kubeadm's apiserver-kubelet-client) is in no group:
+        # kubeadm's bootstrap-token phase (skipped on skyrack's API servers) binds it to the kubelet API, without
+        # which kubelets refuse the API server's exec, logs, attach and port-forward.
+        o.binding("kubeadm:apiserver-kubelet-client", "ClusterRole", "system:kubelet-api-admin",
+                  [o.subject("User", APISERVER_KUBELET_CLIENT)]),
     ]
 
 
@@ -193,6 +199,28 @@ def coredns_replicas(p: planmod.Plan) -> int:
     return max(2, math.ceil(p.env.node_count / 512))
 
 
+def coredns_spread(labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Hard spread: never two replicas in one zone (each rack is its own zone on-prem) or on one node while
+    another can take one. Honor: a node whose taints CoreDNS does not tolerate (a control-plane node, a
+    NotReady one) is not a place to spread to, so it cannot hold the others back."""
+    return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+             "labelSelector": {"matchLabels": labels}, "nodeTaintsPolicy": "Honor", "nodeAffinityPolicy": "Honor"}
+            for key in (planmod.ZONE_LABEL, "kubernetes.io/hostname")]
+
+
+def coredns_affinity(p: planmod.Plan) -> dict[str, Any]:
+    """On-prem racks only, when the plan has any: on-prem nodes make most of the lookups, and a replica in
+    Azure would answer them across the VPN (and not at all while it is down). Cloud-pool nodes reach
+    the on-prem replicas through their own node's cache (node_dns). Non-GPU nodes preferred."""
+    from . import labels as lb
+
+    affinity = lb.prefer_non_gpu()
+    if p.env.racks:
+        affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": planmod.RACK_LABEL, "operator": "Exists"}]}]}
+    return affinity
+
+
 def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
     from . import labels as lb
 
@@ -205,10 +233,8 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
            "dnsPolicy": "Default",
            "nodeSelector": {"kubernetes.io/os": "linux"},
            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *lb.system_tolerations()],
-           "affinity": lb.prefer_non_gpu(),
-           "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                          "whenUnsatisfiable": "ScheduleAnyway",
-                                          "labelSelector": {"matchLabels": labels}}],
+           "affinity": coredns_affinity(p),
+           "topologySpreadConstraints": coredns_spread(labels),
            "containers": [o.container(
                "coredns", image, args=["-conf", "/etc/coredns/Corefile"],
                requests={"cpu": "100m", "memory": "70Mi"}, limits={"memory": "170Mi"},
@@ -241,6 +267,79 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
     ]
 
 
+NODE_DNS = "node-local-dns"
+# upstream NodeLocal DNSCache's ports: health on the cache's own address (kubelet probes it on the node),
+# metrics on every address of the node (Prometheus scrapes the pod's, i.e. the node's, IP)
+NODE_DNS_HEALTH_PORT, NODE_DNS_METRICS_PORT = 8080, 9253
+# The node's cache, upstream NodeLocal DNSCache's Corefile with CoreDNS itself as the cache (k8s.io/dns, its
+# own binary, is not on the module proxy). The cluster's names go to kube-dns over TCP (no conntrack race on
+# UDP); everything else to the node's own resolvers, as CoreDNS does. serve_stale: while kube-dns cannot be
+# reached (a rack cut off), a name the node resolved before is still answered, for up to an hour.
+NODE_DNS_COREFILE = """{zones} {{
+    errors
+    cache {{
+        success 9984 30
+        denial 9984 5
+        serve_stale 1h
+    }}
+    reload
+    loop
+    bind {ip}
+    forward . {upstream} {{
+        force_tcp
+    }}
+    prometheus :{metrics}
+    health {ip}:{health}
+}}
+.:53 {{
+    errors
+    cache 30 {{
+        serve_stale 1h
+    }}
+    reload
+    loop
+    bind {ip}
+    forward . /etc/resolv.conf
+    prometheus :{metrics}
+}}
+"""
+
+
+def node_dns_corefile(p: planmod.Plan) -> str:
+    zones = " ".join(f"{z}:53" for z in (p.env.kubernetes.cluster_domain, "in-addr.arpa", "ip6.arpa"))
+    return NODE_DNS_COREFILE.format(zones=zones, ip=p.node_dns_ip, upstream=p.dns_service_ip,
+                                    metrics=NODE_DNS_METRICS_PORT, health=NODE_DNS_HEALTH_PORT)
+
+
+def node_dns(p: planmod.Plan, image: str) -> list[o.Manifest]:
+    """A DNS cache on every node, answering on the node's link-local address (kubernetes.node_dns_ip, put on
+    the loopback by the kubelet role and the VMs' user-data), which kubelet gives every pod as its resolver.
+    Lookups stay on the node; a node whose link to kube-dns is lost keeps answering from its cache."""
+    labels = {"k8s-app": NODE_DNS}
+    ip = p.node_dns_ip
+    port = {"containerPort": 53, "name": "dns", "protocol": "UDP"}
+    pod = {"priorityClassName": "system-node-critical", "hostNetwork": True, "dnsPolicy": "Default",
+           "automountServiceAccountToken": False,  # it asks kube-dns, never the API server
+           "nodeSelector": {"kubernetes.io/os": "linux"},
+           "tolerations": [{"operator": "Exists"}],  # every node: its pods resolve through it
+           "containers": [o.container(
+               "node-cache", image, args=["-conf", "/etc/coredns/Corefile"],
+               requests={"cpu": "25m", "memory": "5Mi"}, limits={"memory": "100Mi"},
+               ports=[port, {**port, "name": "dns-tcp", "protocol": "TCP"},
+                      {"containerPort": NODE_DNS_METRICS_PORT, "name": "metrics", "protocol": "TCP"}],
+               volumeMounts=[{"name": "config-volume", "mountPath": "/etc/coredns", "readOnly": True}],
+               livenessProbe={"httpGet": {"host": ip, "path": "/health", "port": NODE_DNS_HEALTH_PORT},
+                              "initialDelaySeconds": 60, "timeoutSeconds": 5},
+               securityContext={"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}})],
+           "volumes": [{"name": "config-volume", "configMap": {"name": NODE_DNS}}]}
+    ds = o.workload("DaemonSet", NODE_DNS, KUBE_SYSTEM, pod, labels=labels, pod_annotations=o.scrape(NODE_DNS_METRICS_PORT))
+    # a new Corefile reaches every node by its `reload` plugin; one node's cache at a time on an image change
+    ds["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    return [o.obj("v1", "ConfigMap", NODE_DNS, KUBE_SYSTEM, labels=labels, data={"Corefile": node_dns_corefile(p)}),
+            ds]
+
+
 def manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id: Any, token_secret_part: Any,
               now: dt.datetime) -> list[o.Manifest]:
     """Every object an on-prem node's `kubeadm join` needs from the cluster.
@@ -262,6 +361,7 @@ def manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id: Any
         *join_rbac(),
         *kube_proxy(p, endpoint),
         *coredns(p, cluster.versions.coredns),
+        *node_dns(p, cluster.versions.coredns),
     ]
     for m in out:
         if m["metadata"]["name"] != "kubeadm-config":

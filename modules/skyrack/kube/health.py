@@ -13,9 +13,10 @@ here is a list of checks, each answering from the API server's own state or from
 * ``kube-proxy``         its DaemonSet rolled out, and a Ready kube-proxy pod on every planned node;
 * ``CoreDNS``            every replica of its Deployment ready, and the ``kube-dns`` Service's
   EndpointSlices holding a ready endpoint;
-* ``DNS``                a query for ``kubernetes.default.svc.<domain>`` sent from each node named
-  to the cluster DNS IP (the Service, through kube-proxy, as a pod's lookup goes) answers with the
-  ``kubernetes`` Service's IP.
+* ``node-local-dns``     its DaemonSet rolled out, and a Ready cache on every planned node;
+* ``DNS``                a query for ``kubernetes.default.svc.<domain>`` sent from each node to the
+  node's DNS cache (``kubernetes.node_dns_ip``, what kubelet gives every pod, so as a pod's lookup
+  goes: the cache, then kube-dns through kube-proxy) answers with the ``kubernetes`` Service's IP.
 
 Stages: ``CONTROL_PLANE`` (the API server, the controller manager and the scheduler leading: what
 `skyrack lab up` waits for, before any worker joined or the cluster layer ran) and ``CLUSTER``
@@ -47,7 +48,7 @@ CONTROL_PLANE = "control-plane"
 CLUSTER = "cluster"
 LEASES = ("kube-controller-manager", "kube-scheduler")  # kube-system Leases, named as the components name them
 
-# One A-record query, sent from a node to the cluster DNS IP; prints the first address of the answer.
+# One A-record query, sent from a node to its DNS cache; prints the first address of the answer.
 # Python's standard library only: every node has python3 (Ansible needs it), no node needs dig.
 DNS_QUERY = r"""
 import socket, struct, sys
@@ -85,9 +86,9 @@ class Check:
 
 
 def dns_query_argv(p: planmod.Plan) -> list[str]:
-    """What a node runs to ask the cluster DNS IP for the `kubernetes` Service's name."""
+    """What a node runs to ask its DNS cache (every pod's resolver) for the `kubernetes` Service's name."""
     name = f"kubernetes.default.svc.{p.env.kubernetes.cluster_domain}"
-    return ["python3", "-c", DNS_QUERY, name, p.dns_service_ip]
+    return ["python3", "-c", DNS_QUERY, name, p.node_dns_ip]
 
 
 def _ready(conditions: list[dict[str, Any]] | None) -> bool:
@@ -146,8 +147,9 @@ def _rolled_out(obj: dict[str, Any]) -> bool:
     return (obj.get("status") or {}).get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
 
 
-def check_kube_proxy(get: Get, nodes: Sequence[str]) -> Check:
-    ns, name = bootstrap.KUBE_SYSTEM, bootstrap.KUBE_PROXY
+def check_daemonset(get: Get, name: str, nodes: Sequence[str]) -> Check:
+    """A kube-system DaemonSet (kube-proxy, node-local-dns): rolled out, a Ready pod on each of the nodes."""
+    ns = bootstrap.KUBE_SYSTEM
     try:
         ds, _ = get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/{name}")
     except ApiError as exc:
@@ -193,7 +195,7 @@ def check_dns(p: planmod.Plan, run_on: RunOn, hosts: Sequence[str]) -> Check:
         if rc != 0 or answer != p.api_service_ip:
             failed.append(f"{host}: {answer}")
     if failed:
-        return Check("DNS", False, f"{argv[3]} at {p.dns_service_ip}: " + "; ".join(failed))
+        return Check("DNS", False, f"{argv[3]} at {p.node_dns_ip}: " + "; ".join(failed))
     return Check("DNS", True, f"{argv[3]} answers {p.api_service_ip} from {len(hosts)} nodes")
 
 
@@ -219,12 +221,14 @@ def _checks(p: planmod.Plan, get: Get, run_on: RunOn | None, stage: str, out: li
         return
     nodes, ready = check_nodes(get, [n.name for n in p.nodes])
     hosts = [n.name for n in p.nodes if n.name in ready]
-    out += [nodes, check_kube_proxy(get, hosts), coredns := check_coredns(get)]
-    if coredns.ready and run_on is not None and hosts:
+    out += [nodes, check_daemonset(get, bootstrap.KUBE_PROXY, hosts), coredns := check_coredns(get),
+            cache := check_daemonset(get, bootstrap.NODE_DNS, hosts)]
+    if coredns.ready and cache.ready and run_on is not None and hosts:
         out.append(check_dns(p, run_on, hosts))
     elif run_on is not None:
-        out.append(Check("DNS", False, "not asked: " + ("CoreDNS is not ready" if not coredns.ready
-                                                        else "no Ready node to ask from")))
+        why = ("CoreDNS is not ready" if not coredns.ready else f"{bootstrap.NODE_DNS} is not ready"
+               if not cache.ready else "no Ready node to ask from")
+        out.append(Check("DNS", False, "not asked: " + why))
 
 
 def summary(found: list[Check]) -> str:

@@ -230,7 +230,7 @@ def kubelet_configuration(plan: Plan) -> dict:
                               "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
            "authorization": {"mode": "Webhook"},
            "cgroupDriver": "systemd",
-           "clusterDNS": [plan.dns_service_ip],
+           "clusterDNS": [plan.node_dns_ip],  # the node's own cache (cluster layer: node-local-dns)
            "clusterDomain": k.cluster_domain,
            "maxPods": plan.max_pods,
            "rotateCertificates": True,
@@ -339,4 +339,6 @@ def _kubeadm_context(plan: Plan, kubernetes_repo: str, pki: ApiServerPki | Worke
 def _node_files(ctx: dict) -> dict:
     """The context plus the kubeadm configuration and bootstrap script every kubeadm node gets."""
     return {**ctx, "kubeadm": render("cloud-init/kubeadm.yaml.j2", **ctx),
-            "bootstrap": render("cloud-init/kubeadm-bootstrap.sh.j2", **ctx)}
+            "bootstrap": render("cloud-init/kubeadm-bootstrap.sh.j2", **ctx),
+            # the racks' kubelet role installs the same unit
+            "node_dns_unit": render("node/node-dns.service.j2", node_dns_ip=ctx["plan"].node_dns_ip)}
