@@ -37,6 +37,11 @@ def test_coredns_is_spread_hard_across_zones_and_nodes_and_stays_on_prem(rendere
         assert (c["maxSkew"], c["whenUnsatisfiable"], c["nodeTaintsPolicy"]) == (1, "DoNotSchedule", "Honor")
         assert c["labelSelector"]["matchLabels"] == r.one("Service", "kube-dns", "kube-system").manifest["spec"][
             "selector"]
+        assert c["matchLabelKeys"] == ["pod-template-hash"]  # a rollout's new pods spread among themselves
+    # replicas wait for as many racks (nodes) as the plan has for them, rather than double up on the first ones
+    replicas = r.one("Deployment", "coredns", "kube-system").manifest["spec"]["replicas"]
+    assert spread[planmod.ZONE_LABEL].get("minDomains", 1) == min(replicas, len(r.plan.env.racks))
+    assert spread["kubernetes.io/hostname"].get("minDomains", 1) == min(replicas, len(r.plan.nodes))
     required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert required["nodeSelectorTerms"] == [
         {"matchExpressions": [{"key": planmod.RACK_LABEL, "operator": "Exists"}]}]

@@ -199,13 +199,22 @@ def coredns_replicas(p: planmod.Plan) -> int:
     return max(2, math.ceil(p.env.node_count / 512))
 
 
-def coredns_spread(labels: dict[str, str]) -> list[dict[str, Any]]:
-    """Hard spread: never two replicas in one zone (each rack is its own zone on-prem) or on one node while
-    another can take one. Honor: a node whose taints CoreDNS does not tolerate (a control-plane node, a
-    NotReady one) is not a place to spread to, so it cannot hold the others back."""
+def coredns_spread(p: planmod.Plan, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Hard spread: never two replicas more in one zone (each rack is its own zone on-prem) or on one node
+    than elsewhere. Honor: a node whose taints CoreDNS does not tolerate (a control-plane node, a NotReady
+    one) is not a place to spread to, so it cannot hold the others back. minDomains: while fewer racks
+    (nodes) than the plan has for the replicas are Ready, as when the first rack has joined and the others
+    not yet, a replica waits Pending instead of doubling up where it would stay (nothing moves a running
+    pod when nodes arrive later). matchLabelKeys: a rollout's new pods spread among themselves; counting the
+    old ones would let the new set end up in one rack once the old pods are gone."""
+    racks = len(p.env.racks) or 1
+    domains = {planmod.ZONE_LABEL: min(coredns_replicas(p), racks),
+               "kubernetes.io/hostname": min(coredns_replicas(p), max(1, len(p.nodes)))}
     return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
-             "labelSelector": {"matchLabels": labels}, "nodeTaintsPolicy": "Honor", "nodeAffinityPolicy": "Honor"}
-            for key in (planmod.ZONE_LABEL, "kubernetes.io/hostname")]
+             **({"minDomains": n} if n > 1 else {}),
+             "labelSelector": {"matchLabels": labels}, "matchLabelKeys": ["pod-template-hash"],
+             "nodeTaintsPolicy": "Honor", "nodeAffinityPolicy": "Honor"}
+            for key, n in domains.items()]
 
 
 def coredns_affinity(p: planmod.Plan) -> dict[str, Any]:
@@ -234,7 +243,7 @@ def coredns(p: planmod.Plan, image: str) -> list[o.Manifest]:
            "nodeSelector": {"kubernetes.io/os": "linux"},
            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *lb.system_tolerations()],
            "affinity": coredns_affinity(p),
-           "topologySpreadConstraints": coredns_spread(labels),
+           "topologySpreadConstraints": coredns_spread(p, labels),
            "containers": [o.container(
                "coredns", image, args=["-conf", "/etc/coredns/Corefile"],
                requests={"cpu": "100m", "memory": "70Mi"}, limits={"memory": "170Mi"},
