@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -34,7 +35,7 @@ NAMESPACE, PROBE = "skyrack-bench", "dns-probe"
 def kubectl(env: Path, *args: str, stdin: str | None = None, check: bool = True) -> str:
     proc = subprocess.run([sys.executable, "-m", "skyrack", "lab", "kubectl", "--env", str(env), *args], input=stdin,
                           capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={"PYTHONPATH": str(ROOT / "modules"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "modules")})
     if check and proc.returncode:
         raise SystemExit(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
     return proc.stdout
