@@ -18,7 +18,7 @@ from skyrack import plan as planmod
 from skyrack.kube import bootstrap, health
 
 from . import outage
-from .test_kubernetes import NAMESPACE, kubectl
+from .test_kubernetes import NAMESPACE, kubectl, probe_namespace
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 CUT_S = 120
@@ -29,7 +29,7 @@ PROBE = "dns-probe"
 def cluster(lab):
     lab.ready()
     p = planmod.make(lab.env)
-    kubectl(lab, "create", "namespace", NAMESPACE, check=False)
+    probe_namespace(lab)
     # a Service whose name every lookup below asks for (a ClusterIP needs no endpoints to have a record)
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": PROBE, "namespace": NAMESPACE},
            "spec": {"ports": [{"port": 80, "protocol": "TCP"}]}}

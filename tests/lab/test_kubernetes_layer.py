@@ -1,7 +1,8 @@
 """The cluster layer as the real Pulumi engine applied it (`skyrack lab pulumi up`, in conftest), tested
 through the objects it made, on the lab's real API server and kubelets.
 
-Gang scheduling, priorities and balloons, team quotas, team taints, the GPU objects; then
+Gang scheduling, priorities and balloons, team quotas, team taints and the policies that make them
+binding, the GPU objects; then
 Pulumi itself: a preview right after `up` changes nothing, a changed quota is one update, an
 API server that never answers is one clear error and the re-run converges, `destroy` removes
 what the layer made. Runs after test_kubernetes.py (the workers are joined and Ready).
@@ -21,7 +22,7 @@ import yaml
 from skyrack import plan as planmod
 from skyrack import scheduler
 from skyrack.engine import EngineError
-from skyrack.kube import batch, gpu
+from skyrack.kube import batch, gpu, isolation
 from skyrack.kube import labels as lb
 from skyrack.lab import lifecycle, stacks
 from support import run_cli
@@ -229,6 +230,37 @@ def test_another_teams_pod_does_not_land_on_a_teams_rack(lab, workers):
                        for t in p["spec"].get("tolerations", [])), p["spec"]["tolerations"]
     finally:
         delete_test_pods(lab, OTHER_TEAM)
+
+
+def admitted(lab, doc: dict) -> subprocess.CompletedProcess[str]:
+    """Through every admission step, the team policies included, and nothing stored (server-side dry run)."""
+    return kubectl(lab, "apply", "--dry-run=server", "-f", "-", stdin=json.dumps(doc), check=False)
+
+
+def test_the_api_server_refuses_a_pod_that_reaches_for_another_teams_racks_or_priority(lab):
+    """A taint keeps out only the pods that do not ask: the policies (skyrack.kube.isolation) decide who may."""
+    own = lb.team_gpu_tolerations(OTHER_TEAM)
+    foreign = lb.team_taint(TEAM).toleration()
+    refusals = {
+        "another team's taint": (OTHER_TEAM, [*own, foreign], None, isolation.TOLERATIONS_POLICY),
+        "every team's taint": (OTHER_TEAM, [lb.TEAM_TAINT.toleration_any_value()], None, isolation.TOLERATIONS_POLICY),
+        "every taint": (OTHER_TEAM, [{"operator": "Exists"}], None, isolation.TOLERATIONS_POLICY),
+        "a team's taint from no team's namespace": ("default", [foreign], None, isolation.TOLERATIONS_POLICY),
+        "a class the team was not given": (OTHER_TEAM, own, "skyrack-high", isolation.PRIORITIES_POLICY),
+        "the balloons' class": (TEAM, lb.team_gpu_tolerations(TEAM), batch.BALLOON_PRIORITY,
+                                isolation.PRIORITIES_POLICY),
+        "a system class": ("default", [], "system-cluster-critical", isolation.PRIORITIES_POLICY),
+    }
+    for what, (ns, tolerations, priority, policy) in refusals.items():
+        proc = admitted(lab, pod(lab, "reaching", ns, tolerations=tolerations, priority=priority))
+        assert proc.returncode != 0 and f"ValidatingAdmissionPolicy '{policy}'" in proc.stderr, (what, proc.stderr)
+        assert f"namespace {ns}" in proc.stderr, (what, proc.stderr)  # the policy's own message
+    # and what a team may do still passes: robotics was given deadline work, vision its defaults
+    for ns, tolerations, priority in ((TEAM, lb.team_gpu_tolerations(TEAM), "skyrack-high"),
+                                      (OTHER_TEAM, own, "skyrack-normal"), (OTHER_TEAM, own, None),
+                                      (OTHER_TEAM, own, "skyrack-preemptible"), ("default", [], None)):
+        proc = admitted(lab, pod(lab, "allowed", ns, tolerations=tolerations, priority=priority))
+        assert proc.returncode == 0, (ns, priority, proc.stderr)
 
 
 def test_the_gpu_objects_follow_the_plan_and_their_work_is_skipped_without_a_gpu(lab):

@@ -15,6 +15,7 @@ The names other modules use are re-exported here, so `from skyrack.config import
 
 from ..errors import InputError
 from .schema import (
+    DEFAULT_TEAM_PRIORITY_CLASSES,
     MAX_FILE_BYTES,
     MAX_NODES,
     MAX_PROBLEMS,
@@ -51,7 +52,7 @@ from .validate import load
 from .yaml_file import construct_unique_mapping, read_yaml, yaml_problem
 
 __all__ = [
-    "MAX_FILE_BYTES", "MAX_NODES", "MAX_PROBLEMS", "MAX_YAML_NODES", "ApiServers", "Autoscaler", "Azure",
+    "DEFAULT_TEAM_PRIORITY_CLASSES", "MAX_FILE_BYTES", "MAX_NODES", "MAX_PROBLEMS", "MAX_YAML_NODES", "ApiServers", "Autoscaler", "Azure",
     "Backups", "Balloon", "CloudPool", "ClusterLayer", "ControlPlane", "Environment", "Etcd", "Gpu",
     "GpuHealth", "InputError", "Kubernetes", "Lab", "Mirrors", "Node", "NodeRange", "OnPrem", "Rack", "Team",
     "TeamLayer", "Versions", "Vpn", "construct_unique_mapping", "file_name_problem", "is_private", "load",

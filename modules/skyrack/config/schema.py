@@ -597,6 +597,12 @@ class Balloon(Strict):
     memory: Quantity = "1Gi"
 
 
+# The priority classes a team's pods may name (skyrack.kube.batch creates them; the balloons' own class is for
+# the balloons alone). Deadline work (`skyrack-high`) preempts other teams' jobs: a team gets it by name.
+TeamPriorityClass = Literal["skyrack-preemptible", "skyrack-normal", "skyrack-high"]
+DEFAULT_TEAM_PRIORITY_CLASSES: tuple[TeamPriorityClass, ...] = ("skyrack-preemptible", "skyrack-normal")
+
+
 class TeamLayer(Strict):
     """A team's share of the cluster beyond `teams[].gpu_quota` (None = no limit on that resource)."""
 
@@ -604,6 +610,17 @@ class TeamLayer(Strict):
     memory: Quantity | None = None
     pods: Annotated[StrictInt, Field(ge=1)] | None = None
     balloon: Balloon = Balloon()
+    # enforced by the API server (skyrack.kube.isolation); a pod naming no class gets skyrack-normal
+    priority_classes: list[TeamPriorityClass] = Field(default_factory=lambda: list(DEFAULT_TEAM_PRIORITY_CLASSES))
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _normal_is_allowed(cls, v: list[str]) -> list[str]:
+        if "skyrack-normal" not in v:
+            raise ValueError("must include skyrack-normal: it is the class of every pod that names none")
+        if len(set(v)) != len(v):
+            raise ValueError(f"a class is listed twice: {v}")
+        return v
 
 
 class Autoscaler(Strict):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from .. import config
 from .. import plan as planmod
+from . import isolation
 from . import labels as lb
 from . import objects as o
 
@@ -74,7 +75,8 @@ def team_quota(team: config.Team, layer: config.TeamLayer) -> dict[str, str]:
 
 def team_objects(team: config.Team, layer: config.TeamLayer) -> list[o.Manifest]:
     team_label = {planmod.TEAM_LABEL: team.name}
-    return [o.obj("v1", "Namespace", team.name, labels=team_label),
+    return [o.obj("v1", "Namespace", team.name, labels=team_label,
+                  annotations=isolation.team_namespace_annotations(layer)),
             o.obj("v1", "ResourceQuota", "team-quota", team.name, labels=team_label,
                   spec={"hard": team_quota(team, layer)})]
 
@@ -101,6 +103,6 @@ def manifests(p: planmod.Plan) -> list[o.Manifest]:
         out += team_objects(team, cluster.teams.get(team.name, config.TeamLayer()))
     balloons = [(t, layer.balloon) for t, layer in cluster.teams.items() if layer.balloon.replicas]
     if balloons:
-        out.append(o.obj("v1", "Namespace", BALLOON_NAMESPACE))
+        out.append(o.obj("v1", "Namespace", BALLOON_NAMESPACE, labels=isolation.cluster_service_labels()))
         out += [balloon(team, b, cluster.versions.pause) for team, b in balloons]
     return out

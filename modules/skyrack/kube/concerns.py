@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from .. import plan as planmod
-from . import autoscaler, batch, bootstrap, cloudpools, gpu, monitoring
+from . import autoscaler, batch, bootstrap, cloudpools, gpu, isolation, monitoring
 from . import objects as o
 
 
@@ -24,7 +24,7 @@ def all_manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id:
     groups = {
         "Bootstrap": bootstrap.manifests(p, endpoint=endpoint, ca_cert_pem=ca_cert_pem, token_id=token_id,
                                          token_secret_part=token_secret_part, now=now),
-        "Batch": batch.manifests(p),
+        "Batch": batch.manifests(p) + isolation.manifests(),
         "Gpu": gpu.manifests(p) if any(n.gpu_count for n in p.nodes) else [],
         "Monitoring": monitoring.manifests(p),
         "Autoscaler": scaler,

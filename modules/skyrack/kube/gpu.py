@@ -13,6 +13,7 @@ jobs are left to finish or fail); when the node is healthy again it removes the 
 from __future__ import annotations
 
 from .. import plan as planmod
+from . import isolation
 from . import labels as lb
 from . import objects as o
 
@@ -127,5 +128,5 @@ def health_check(p: planmod.Plan) -> list[o.Manifest]:
 
 def manifests(p: planmod.Plan) -> list[o.Manifest]:
     v = p.env.cluster.versions
-    return [o.obj("v1", "Namespace", NAMESPACE), device_plugin(v.nvidia_device_plugin),
+    return [o.obj("v1", "Namespace", NAMESPACE, labels=isolation.cluster_service_labels()), device_plugin(v.nvidia_device_plugin),
             dcgm_exporter(v.dcgm_exporter), *health_check(p)]

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from .. import plan as planmod
+from . import isolation
 from . import labels as lb
 from . import objects as o
 
@@ -73,7 +74,7 @@ def manifests(p: planmod.Plan) -> list[o.Manifest]:
            "tolerations": lb.system_tolerations(), "affinity": lb.prefer_non_gpu(), "containers": [c],
            "volumes": [{"name": "config", "configMap": {"name": name}}, {"name": "data", "emptyDir": {}}]}
     return [
-        o.obj("v1", "Namespace", NAMESPACE),
+        o.obj("v1", "Namespace", NAMESPACE, labels=isolation.cluster_service_labels()),
         o.service_account(name, NAMESPACE),
         o.cluster_role(f"skyrack:{name}", [
             o.rule([""], ["nodes", "nodes/proxy", "nodes/metrics", "services", "endpoints", "pods"],
