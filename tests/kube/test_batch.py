@@ -57,10 +57,12 @@ def test_balloons_are_headroom_for_normal_work_that_preemptible_jobs_cannot_take
         assert classes[name]["value"] > balloon["value"] and classes[name]["preemptionPolicy"] != "Never"
     assert classes["skyrack-preemptible"]["value"] < balloon["value"]
     assert [n for n, c in classes.items() if c["globalDefault"]] == ["skyrack-normal"]
-    # Not expendable to cluster-autoscaler (pods below -10 neither trigger scale-up nor hold a node) ...
-    assert balloon["value"] >= batch.AUTOSCALER_EXPENDABLE_CUTOFF
+    # Not expendable to cluster-autoscaler (pods below its cutoff neither trigger scale-up nor hold a node),
+    # while preemptible jobs are: they never scale a pool to its maximum and pin it there (#25) ...
     flags = pod_spec(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)["containers"][0]["command"]
-    assert not any(f.startswith("--expendable-pods-priority-cutoff") for f in flags)  # the default, -10, applies
+    cutoff, = [int(f.split("=", 1)[1]) for f in flags if f.startswith("--expendable-pods-priority-cutoff=")]
+    assert classes["skyrack-preemptible"]["value"] < cutoff <= balloon["value"]
+    assert all(c["value"] >= cutoff for n, c in classes.items() if n != "skyrack-preemptible")
     # ... and yet never a reason to scale a pool: no pool node can take it.
     pod = pod_spec(r.one("Deployment", "balloon-robotics", batch.BALLOON_NAMESPACE).manifest)
     for pool in r.plan.pools:

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from .. import plan as planmod
+from . import batch
 from . import labels as lb
 from . import objects as o
 
@@ -57,6 +58,8 @@ def args(p: planmod.Plan, scale_sets: Any = None) -> list[Any]:
         f"--scale-down-delay-after-delete={a.scale_down_unneeded_minutes}m",
         f"--max-graceful-termination-sec={a.max_graceful_termination_seconds}",
         "--skip-nodes-with-system-pods=true", "--v=2",
+        # preemptible jobs scale no pool and hold no node (batch.AUTOSCALER_EXPENDABLE_CUTOFF)
+        f"--expendable-pods-priority-cutoff={batch.AUTOSCALER_EXPENDABLE_CUTOFF}",
     ]
 
 

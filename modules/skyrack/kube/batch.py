@@ -8,7 +8,8 @@ and take their grace period to leave) cannot take the headroom, while a normal o
 preempts a balloon at once (grace period 0) and starts without waiting for anyone to
 checkpoint. Balloons never preempt (``preemptionPolicy: Never``): they only take free nodes,
 ahead of preemptible pods in the scheduling queue. Their priority is above
-cluster-autoscaler's expendable cutoff (-10), so the autoscaler counts them as real pods,
+cluster-autoscaler's expendable cutoff (set just above preemptible jobs, which it ignores), so
+the autoscaler counts them as real pods,
 and because they select their team's racks, which no cloud pool's nodes carry, a pending
 balloon never scales a pool up: cloud capacity is not what they hold.
 
@@ -41,15 +42,22 @@ class Priority:
 
 
 BALLOON_PRIORITY = "skyrack-balloon"
-AUTOSCALER_EXPENDABLE_CUTOFF = -10  # cluster-autoscaler's --expendable-pods-priority-cutoff default
+PREEMPTIBLE_VALUE = 100
 
 PRIORITIES = (
-    Priority("skyrack-preemptible", 100, "Opportunistic jobs: run on spare capacity, preempted by normal work."),
+    Priority("skyrack-preemptible", PREEMPTIBLE_VALUE,
+             "Opportunistic jobs: run on spare capacity, preempted by normal work."),
     Priority(BALLOON_PRIORITY, 500, "Headroom on a team's racks: preemptible jobs cannot take it, normal and "
              "high jobs preempt it at once; never preempts.", preempts=False),
     Priority("skyrack-normal", 1000, "Default for research jobs.", global_default=True),
     Priority("skyrack-high", 10000, "Deadline work: preempts normal and preemptible jobs."),
 )
+
+
+# cluster-autoscaler's --expendable-pods-priority-cutoff (its default is -10): pods below it neither scale a pool
+# up nor keep a node from scaling down. Preemptible jobs are below it: they run on capacity that exists for
+# other work and never pin a pool at its maximum; balloons and every other class are above it.
+AUTOSCALER_EXPENDABLE_CUTOFF = PREEMPTIBLE_VALUE + 1
 
 
 def priority_classes() -> list[o.Manifest]:
