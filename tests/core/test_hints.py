@@ -55,8 +55,8 @@ def dev(env_copy) -> Path:
 
 def test_a_stale_lock_names_the_plan_that_fixes_it(dev):
     text = dev.read_text()
-    dev.write_text(text.replace("      - {name: r01-n04, ip: 10.64.1.14}\n",
-                                "      - {name: r01-n04, ip: 10.64.1.14}\n      - {name: r01-n05, ip: 10.64.1.15}\n"))
+    dev.write_text(text.replace("      - {name: r01-n04, ip: 10.67.0.14}\n",
+                                "      - {name: r01-n04, ip: 10.67.0.14}\n      - {name: r01-n05, ip: 10.67.0.15}\n"))
     failed = run_cli("inventory", str(dev))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     [hint] = hints(failed.stderr)
@@ -84,9 +84,9 @@ def test_the_gate_names_the_plan_that_fixes_a_stale_lock(tmp_path):
     git("add", ".")
     git("commit", "-qm", "base")
     dev = repo / "configs" / "dev.yaml"
-    dev.write_text(dev.read_text().replace("      - {name: r01-n04, ip: 10.64.1.14}\n",
-                                           "      - {name: r01-n04, ip: 10.64.1.14}\n"
-                                           "      - {name: r01-n05, ip: 10.64.1.15}\n"))
+    dev.write_text(dev.read_text().replace("      - {name: r01-n04, ip: 10.67.0.14}\n",
+                                           "      - {name: r01-n04, ip: 10.67.0.14}\n"
+                                           "      - {name: r01-n05, ip: 10.67.0.15}\n"))
     git("commit", "-qam", "a node")
     failed = run_cli("diff", "HEAD~1", "HEAD", "--env", "dev", cwd=repo)
     named = [h for h in hints(failed.stdout + failed.stderr) if h[0] == "plan"]

@@ -132,7 +132,7 @@ def lock_edit(path: Path, mutate) -> Path:
 @pytest.mark.parametrize(("mutate", "fragment"), [
     (lambda d: d["nodes"].update({"r01-n02": d["nodes"]["r01-n01"]}), "overlaps the range of nodes.r01-n0"),
     (lambda d: d["nodes"].update({"r01-n02": "10.0.0.0/26"}), "nodes.r01-n02: 10.0.0.0/26 is outside kubernetes.pod_cidr"),
-    (lambda d: d["nodes"].update({"r01-n02": "10.128.0.0/25"}), "nodes.r01-n02: 10.128.0.0/25 is not a /26"),
+    (lambda d: d["nodes"].update({"r01-n02": "10.192.0.0/25"}), "nodes.r01-n02: 10.192.0.0/25 is not a /26"),
     (lambda d: d["nodes"].update({"r01-n02": next(iter(d["pools"].values())).split("/")[0] + "/26"}),
      "overlaps the range of "),
     (lambda d: d["nodes"].update({"r01-n02": "not-a-cidr"}), "nodes.r01-n02: 'not-a-cidr' is not a pod range"),
@@ -151,7 +151,7 @@ def test_a_lock_that_lies_is_refused_naming_the_lock(tmp_path, mutate, fragment,
 def test_a_duplicate_key_in_the_lock_is_refused(tmp_path):
     path = copy_env(tmp_path)
     lock = path.with_name("dev.lock.yaml")
-    lock.write_text(lock.read_text() + "  r01-n01: 10.128.0.128/26\n")
+    lock.write_text(lock.read_text() + "  r01-n01: 10.192.0.128/26\n")
     refused("plan", "--locked", str(path), fragments=(f"{lock}: ", "key 'r01-n01' appears twice"))
 
 
@@ -171,7 +171,7 @@ def test_a_lock_that_is_a_directory_or_not_utf8(tmp_path):
 def grown(tmp_path: Path) -> Path:
     path = copy_env(tmp_path)
     data = yaml.safe_load(path.read_text())
-    data["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"})
+    data["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"})
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -284,7 +284,7 @@ def test_values_that_only_look_valid(tmp_path, mutate, fragment):
 def test_name_patterns_are_whole_and_bounded(tmp_path, pattern, fragment):
     def compact(d):
         d["racks"][0]["nodes"] = []
-        d["racks"][0]["node_range"] = {"count": 4, "first_ip": "10.64.1.11", "name": pattern}
+        d["racks"][0]["node_range"] = {"count": 4, "first_ip": "10.67.0.11", "name": pattern}
     path = edited(tmp_path, compact)
     refused("validate", str(path), fragments=("racks[0].node_range.name: ", fragment))
 
@@ -292,7 +292,7 @@ def test_name_patterns_are_whole_and_bounded(tmp_path, pattern, fragment):
 def test_a_pattern_whose_names_are_too_long(tmp_path):
     def compact(d):
         d["racks"][0]["nodes"] = []
-        d["racks"][0]["node_range"] = {"count": 4, "first_ip": "10.64.1.11", "name": "{rack}-" + "n" * 60 + "{index}"}
+        d["racks"][0]["node_range"] = {"count": 4, "first_ip": "10.67.0.11", "name": "{rack}-" + "n" * 60 + "{index}"}
     refused("validate", str(edited(tmp_path, compact)), fragments=("is not a DNS-1123 label",))
 
 
@@ -343,7 +343,7 @@ def test_too_many_nodes_are_refused_without_expanding_them(tmp_path):
 
 def test_many_problems_are_capped(tmp_path):
     def dupes(d):
-        d["racks"][0]["nodes"] = [{"name": "r01-n01", "ip": "10.64.1.11"}] * 1000
+        d["racks"][0]["nodes"] = [{"name": "r01-n01", "ip": "10.67.0.11"}] * 1000
     err = refused("validate", str(edited(tmp_path, dupes)), fragments=("more problems not shown",))
     assert err.count("\n") <= config.MAX_PROBLEMS + 1
 

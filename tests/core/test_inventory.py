@@ -34,8 +34,8 @@ def test_yaml_inventory_as_ansible_reads_it(tmp_path: Path) -> None:
     assert inv["workers"]["children"] == ["rack_r01"]
     assert "gpu_a100_sxm4_80gb" in inv
     hv = inv["_meta"]["hostvars"]["r01-n02"]
-    assert hv["ansible_host"] == "10.64.1.12"
-    assert hv["skyrack_pod_cidr"] == "10.128.0.64/26"
+    assert hv["ansible_host"] == "10.67.0.12"
+    assert hv["skyrack_pod_cidr"] == "10.192.0.64/26"
     assert hv["skyrack_node_labels"]["skyrack.io/team"] == "robotics"
     assert "skyrack.io/team=robotics:NoSchedule" in hv["skyrack_node_taints"]
     assert hv["skyrack_env"] == "dev", "group vars of all reach every host"

@@ -67,7 +67,7 @@ def test_locked_fails_when_the_lock_is_stale_and_writes_nothing(env_copy) -> Non
     path = env_copy("dev")
     lock = path.with_name("dev.lock.yaml")
     original = lock.read_text()
-    edit(path, lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
+    edit(path, lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"}))
     proc = run_cli("plan", "--locked", str(path))
     assert proc.returncode == 1
     assert "run `skyrack plan" in proc.stderr
@@ -85,10 +85,10 @@ def test_missing_lock_is_created_by_plan_and_required_by_consumers(env_copy) -> 
 
 def test_changing_pod_cidr_reallocates_and_says_why(env_copy) -> None:
     path = env_copy("dev")
-    edit(path, lambda d: d["kubernetes"].update(pod_cidr="10.192.0.0/12"))
+    edit(path, lambda d: d["kubernetes"].update(pod_cidr="10.208.0.0/12"))
     doc = plan_json(path)
     assert "every pod range is re-allocated" in doc["lock"]["reason"]
-    assert all(ipaddress.ip_network(c).subnet_of(ipaddress.ip_network("10.192.0.0/12")) for c in ranges(doc).values())
+    assert all(ipaddress.ip_network(c).subnet_of(ipaddress.ip_network("10.208.0.0/12")) for c in ranges(doc).values())
 
 
 def test_prod_pod_ranges_are_disjoint_sized_and_over_200k_addresses() -> None:

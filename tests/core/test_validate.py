@@ -51,20 +51,20 @@ def test_wrong_type(tmp_path: Path) -> None:
 
 def test_duplicate_node_name_and_ip_name_the_first_use(tmp_path: Path) -> None:
     def dup(d):
-        d["racks"][0]["nodes"].append({"name": "r01-n02", "ip": "10.64.1.11"})
+        d["racks"][0]["nodes"].append({"name": "r01-n02", "ip": "10.67.0.11"})
 
     err = rejects(write_env(tmp_path, dup),
                   "racks[0].nodes[4].name: r01-n02 is already used by racks[0].nodes[1]",
-                  "racks[0].nodes[4].ip: 10.64.1.11 is already used by racks[0].nodes[0]")
+                  "racks[0].nodes[4].ip: 10.67.0.11 is already used by racks[0].nodes[0]")
     assert err.count("error") == 2, "both problems are reported in one run"
 
 
 def test_duplicates_inside_a_compact_range_are_found(tmp_path: Path) -> None:
     def overlap(d):
         d["racks"].append({"name": "r02", "team": "robotics",
-                           "node_range": {"count": 4, "first_ip": "10.64.1.13", "name": "r02-n{index:02d}"}})
+                           "node_range": {"count": 4, "first_ip": "10.67.0.13", "name": "r02-n{index:02d}"}})
 
-    rejects(write_env(tmp_path, overlap), "racks[1].node_range(r02-n01).ip: 10.64.1.13 is already used by racks[0].nodes[2]")
+    rejects(write_env(tmp_path, overlap), "racks[1].node_range(r02-n01).ip: 10.67.0.13 is already used by racks[0].nodes[2]")
 
 
 def test_node_outside_onprem_cidrs(tmp_path: Path) -> None:
@@ -75,10 +75,10 @@ def test_node_outside_onprem_cidrs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [
-    ("service", "10.0.0.0/16", "kubernetes.service_cidr: 10.0.0.0/16 overlaps azure.vnet_cidr"),
+    ("service", "10.1.0.0/16", "kubernetes.service_cidr: 10.1.0.0/16 overlaps azure.vnet_cidr"),
     ("pod", "10.64.0.0/10", "onprem.cidrs[0]: 10.64.0.0/14 overlaps kubernetes.pod_cidr (10.64.0.0/10)"),
     ("onprem", "10.96.0.0/14", "onprem.cidrs[0]: 10.96.0.0/14 overlaps kubernetes.service_cidr"),
-    ("vnet", "10.128.0.0/16", "kubernetes.pod_cidr: 10.128.0.0/10 overlaps azure.vnet_cidr (10.128.0.0/16)"),
+    ("vnet", "10.192.0.0/16", "kubernetes.pod_cidr: 10.192.0.0/12 overlaps azure.vnet_cidr (10.192.0.0/16)"),
 ])
 def test_overlapping_cidrs(tmp_path: Path, field: str, value: str, message: str) -> None:
     def overlap(d):
@@ -174,10 +174,10 @@ def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
     def many(d):
         d["racks"][0]["team"] = "nobody"
         d["racks"][0]["nodes"][1]["ip"] = "192.0.2.1"
-        d["kubernetes"]["service_cidr"] = "10.0.0.0/16"
+        d["kubernetes"]["service_cidr"] = "10.1.0.0/16"
 
     err = rejects(write_env(tmp_path, many), "racks[0].team: unknown team", "racks[0].nodes[1].ip: 192.0.2.1 is outside",
-                  "kubernetes.service_cidr: 10.0.0.0/16 overlaps")
+                  "kubernetes.service_cidr: 10.1.0.0/16 overlaps")
     assert err.count("error") == 3
 
 

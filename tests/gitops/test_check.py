@@ -46,7 +46,7 @@ def production(d: dict[str, Any]) -> None:
 
 def test_every_rule_is_tested_here():
     ids = {r.id for r in check.RULES}
-    assert ids == {case[0] for case in CASES} | {"pod-range-fits-pods"}  # the last: its own test below
+    assert ids == {case[0] for case in CASES} | {"pod-range-fits-pods", "environments-disjoint"}  # their own below
 
 
 CASES = [
@@ -58,9 +58,9 @@ CASES = [
     ("production-apiserver-redundancy", [production, lambda d: d["control_plane"]["apiservers"].update(count=2)],
      [production, lambda d: d["control_plane"]["apiservers"].update(count=1)],
      ("control_plane.apiservers.count", "1 API server")),
-    ("etcd-isolated", [lambda d: d["azure"].update(admin_cidrs=["10.1.0.0/16"])],
-     [lambda d: d["azure"].update(admin_cidrs=["10.0.0.0/16"])],
-     ("azure.admin_cidrs[0]", "includes the etcd subnet 10.0.0.48/28")),
+    ("etcd-isolated", [lambda d: d["azure"].update(admin_cidrs=["10.0.0.0/16"])],
+     [lambda d: d["azure"].update(admin_cidrs=["10.1.0.0/16"])],
+     ("azure.admin_cidrs[0]", "includes the etcd subnet 10.1.0.48/28")),
     ("apiserver-not-public", [lambda d: d["azure"].update(admin_cidrs=["203.0.0.0/16"])],
      [lambda d: d["azure"].update(admin_cidrs=["203.0.113.0/24", "0.0.0.0/0"])],
      ("azure.admin_cidrs[1]", "the whole internet")),
@@ -86,17 +86,62 @@ def test_rule_passes_and_fails(dev, rule: str, good: list[Edit], bad: list[Edit]
     assert found[0].severity == "error" and found[0].fix
 
 
+def test_environments_beside_each_other_route_nothing_twice(env_copy, dev):
+    """dev beside prod at one site (onprem.cidrs overlap): every range routed there is its own, and its VPN peer."""
+    env_copy("prod")
+    path = dev()
+    assert findings(path, "environments-disjoint") == []  # the shipped pair: disjoint
+    prod = yaml.safe_load(path.with_name("prod.yaml").read_text())
+    first_prod_node = prod["racks"][1]["node_range"]["first_ip"]  # r002's
+
+    def shared(d: dict[str, Any]) -> None:  # what the shipped dev was before this rule
+        d["azure"]["vnet_cidr"], d["kubernetes"]["pod_cidr"] = prod["azure"]["vnet_cidr"], "10.128.0.0/12"
+        d["onprem"]["vpn"] = dict(prod["onprem"]["vpn"])
+        d["racks"][0]["nodes"][1]["ip"] = first_prod_node
+
+    got = {f.field: f.message for f in findings(dev(shared), "environments-disjoint")}
+    assert set(got) == {"azure.vnet_cidr", "kubernetes.pod_cidr", "racks[0]", "onprem.vpn.peer_ip"}, got
+    assert got["azure.vnet_cidr"].startswith("10.0.0.0/16 overlaps prod's azure.vnet_cidr (prod.yaml"), got
+    assert "10.128.0.0/12 overlaps prod's kubernetes.pod_cidr" in got["kubernetes.pod_cidr"]
+    assert got["racks[0]"].startswith(f"racks[0].nodes[1] {first_prod_node} overlaps prod's racks[1].node_range("
+                                      "r002-n01)"), got
+    assert "one on-prem device would serve two Azure gateways" in got["onprem.vpn.peer_ip"]
+    # the other side sees it too
+    assert {f.field for f in findings(path.with_name("prod.yaml"), "environments-disjoint")} >= {"azure.vnet_cidr"}
+    # pods of one environment in the other's VNet: routed at the same site all the same
+    got = findings(dev(lambda d: d["kubernetes"].update(pod_cidr="10.0.128.0/17")), "environments-disjoint")
+    assert [(f.field, "overlaps prod's azure.vnet_cidr" in f.message) for f in got] == [("kubernetes.pod_cidr", True)]
+
+
+def test_environments_at_different_sites_may_reuse_ranges(env_copy, dev):
+    """The lab (its own bridge) and an environment at another site share nothing that is routed together."""
+    env_copy("prod")
+    path = dev(lambda d: d["onprem"].update(cidrs=["172.16.0.0/14"], vpn={"peer_ip": "198.51.100.10"}),
+               lambda d: d["azure"].update(vnet_cidr="10.0.0.0/16"),
+               lambda d: [n.update(ip=f"172.16.1.{11 + i}") for i, n in enumerate(d["racks"][0]["nodes"])])
+    got = findings(path, "environments-disjoint")
+    # one device for both: the same site after all, so the reused VNet counts too
+    assert [f.field for f in got] == ["azure.vnet_cidr", "onprem.vpn.peer_ip"], got
+    path = dev(lambda d: d["onprem"].update(cidrs=["172.16.0.0/14"], vpn={"peer_ip": "198.51.100.99"}),
+               lambda d: d["azure"].update(vnet_cidr="10.0.0.0/16"),
+               lambda d: [n.update(ip=f"172.16.1.{11 + i}") for i, n in enumerate(d["racks"][0]["nodes"])])
+    assert findings(path, "environments-disjoint") == []
+    # a file beside it that is no environment (or a broken one) is not a neighbour: its own check reports it
+    path.with_name("notes.yaml").write_text("just: [a, list]\n")
+    assert findings(path, "environments-disjoint") == []
+
+
 def test_pod_range_too_small_for_pods_per_node(dev):
     path = dev()
     assert findings(path, "pod-range-fits-pods") == []
     lock = path.with_name("dev.lock.yaml")
     data = yaml.safe_load(lock.read_text())
-    data["nodes"]["r01-n02"] = "10.128.0.64/28"  # hand-edited: 16 addresses for 32 pods
+    data["nodes"]["r01-n02"] = "10.192.0.64/28"  # hand-edited: 16 addresses for 32 pods
     lock.write_text(yaml.safe_dump(data))
     # the lock is verified against the environment before any rule runs: `check` refuses it, naming the lock
     proc = run_cli("check", str(path))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "dev.lock.yaml: nodes.r01-n02: 10.128.0.64/28 is not a /26" in proc.stderr, proc.stderr
+    assert "dev.lock.yaml: nodes.r01-n02: 10.192.0.64/28 is not a /26" in proc.stderr, proc.stderr
 
 
 def test_the_stack_settings_repository_must_serve_the_version_too(dev):

@@ -20,7 +20,7 @@ def test_nothing_changed_is_reported_as_unchanged(repo: GitRepo):
 
 def test_nodes_added_to_a_rack_and_a_new_rack_are_info_grouped_by_rack(repo: GitRepo):
     def grow(d: dict[str, Any]) -> None:
-        d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"})
+        d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"})
         d["racks"].append({"name": "r03", "team": "robotics", "gpu": {"model": "H100-SXM5-80GB", "count": 8},
                            "node_range": {"count": 64, "first_ip": "10.64.3.10"}})
         d["teams"][0]["gpu_quota"] = 32 + 8 + 512
@@ -90,7 +90,7 @@ def test_gpu_model_change_is_reported(repo: GitRepo):
 
 
 def test_stale_lock_at_head_is_caution(repo: GitRepo):
-    repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}), lock=False)
+    repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"}), lock=False)
     assert find(only(repo.diff()), "lock file is out of date").risk == "caution"
 
 
@@ -123,14 +123,14 @@ def test_more_nodes_resize_auto_sized_api_servers(repo: GitRepo):
     assert resize.risk == "caution" and "sized for 106 → 1,006 nodes" in resize.message
     assert find(changes, "cpu: 0 to 100 → 0 to 1000 nodes").risk == "info"
     # the pool outgrows its pod range (its subnet): a new range, every node of the pool re-created
-    assert find(changes, "cloud pool cpu: pod range 10.191.224.0/19 →").risk == "danger"
+    assert find(changes, "cloud pool cpu: pod range 10.207.224.0/19 →").risk == "danger"
 
 
 # ----------------------------------------------------------------------------- network, VPN, versions
 
 
 @pytest.mark.parametrize(("edit", "text", "risk"), [
-    (lambda d: d["azure"].update(vnet_cidr="10.1.0.0/16"), "vnet_cidr 10.0.0.0/16 → 10.1.0.0/16", "danger"),
+    (lambda d: d["azure"].update(vnet_cidr="10.2.0.0/16"), "vnet_cidr 10.1.0.0/16 → 10.2.0.0/16", "danger"),
     (lambda d: d["kubernetes"].update(service_cidr="10.112.0.0/12"), "every Service's cluster IP", "danger"),
     (lambda d: d["kubernetes"].update(pod_cidr="10.192.0.0/10"), "every node's pod range moves", "danger"),
     (lambda d: d["kubernetes"].update(pods_per_node=64), "from /26 to /25", "danger"),
@@ -139,7 +139,8 @@ def test_more_nodes_resize_auto_sized_api_servers(repo: GitRepo):
     (lambda d: d["azure"]["admin_cidrs"].append("0.0.0.0/0"), "the whole internet", "danger"),
     (lambda d: d["azure"].update(admin_cidrs=[]), "narrows access", "info"),
     (lambda d: d["onprem"]["cidrs"].append("172.16.0.0/16"), "on-prem range 172.16.0.0/16 added", "caution"),
-    (lambda d: d["onprem"].update(cidrs=["10.64.0.0/16"]), "on-prem range 10.64.0.0/14 removed", "danger"),
+    (lambda d: d["onprem"].update(cidrs=["10.64.0.0/16", "10.67.0.0/16"]), "on-prem range 10.64.0.0/14 removed",
+     "danger"),
     (lambda d: d["kubernetes"].update(node_dns_ip="169.254.53.53"),
      "applies to new pods only: running pods keep the old address", "danger"),
 ], ids=["vnet", "service", "pod", "pods-per-node-block", "pods-per-node", "admin-add", "admin-internet",
@@ -151,7 +152,7 @@ def test_network_changes(repo: GitRepo, edit, text: str, risk: str):
 
 @pytest.mark.parametrize(("edit", "text", "risk"), [
     (lambda d: d["onprem"].pop("vpn"), "the VPN is removed", "danger"),
-    (lambda d: d["onprem"]["vpn"].update(peer_ip="198.51.100.20"), "VPN peer 198.51.100.10 → 198.51.100.20", "danger"),
+    (lambda d: d["onprem"]["vpn"].update(peer_ip="198.51.100.30"), "VPN peer 198.51.100.20 → 198.51.100.30", "danger"),
     (lambda d: d["onprem"]["vpn"].update(asn=65020), "BGP", "caution"),
 ], ids=["removed", "peer", "bgp"])
 def test_vpn_changes(repo: GitRepo, edit, text: str, risk: str):

@@ -127,7 +127,7 @@ def test_an_ipam_change_that_moves_etcd_is_danger_everywhere(code_repo: GitRepo)
 
 
 def test_an_environment_file_change_concerns_that_environment_only(code_repo: GitRepo):
-    code_repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
+    code_repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"}))
     code_repo.commit("one more node")
     rc, data = diff(code_repo, "pr")
     assert rc == 0 and data["code_changes"] == []
@@ -211,7 +211,7 @@ def test_code_and_file_changed_together_each_consequence_once(code_repo: GitRepo
     """A node added (the file) and the IPAM change (the code): the node is reported once, by the file's
     comparison; the moved subnets once, by the derivation."""
     edit(code_repo, "modules/skyrack/ipam.py", lambda t: t.replace('("apiservers", 28)', '("apiservers", 27)'))
-    code_repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
+    code_repo.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"}))
     code_repo.commit("room for more API servers, and one more node")
     _, data = diff(code_repo, "pr")
     status, changes = verdicts(data)["dev"]

@@ -420,7 +420,7 @@ def test_the_approval_gate_passes_danger_only_with_the_label(tmp_path: Path, lig
 def test_the_deploy_workflow_runs_as_written(tmp_path: Path, light: Path, bin_dir: Path, pulumi_log: Path):
     r = clone(tmp_path, light)
     before = r.git("rev-parse", "HEAD").strip()
-    r.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.64.1.15"}))
+    r.edit("dev", lambda d: d["racks"][0]["nodes"].append({"name": "r01-n05", "ip": "10.67.0.15"}))
     r.commit("one more node in dev")
     wf = load("deploy.yml")
     out = run_job(r, wf, "changes", Context(github={"event": {"before": before}, "ref": "refs/heads/main"},

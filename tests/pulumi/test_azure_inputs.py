@@ -21,8 +21,8 @@ def test_invalid_environment_registers_nothing(env_copy) -> None:
 
 def test_unreviewed_pod_ranges_register_nothing(env_copy) -> None:
     path = env_copy("dev")
-    last = "- {name: r01-n04, ip: 10.64.1.14}"
-    path.write_text(path.read_text().replace(last, last + "\n      - {name: r01-n05, ip: 10.64.1.15}"))
+    last = "- {name: r01-n04, ip: 10.67.0.14}"
+    path.write_text(path.read_text().replace(last, last + "\n      - {name: r01-n05, ip: 10.67.0.15}"))
     mocks = AzureMocks()
     with pytest.raises(pulumi.RunError, match=r"dev.lock.yaml: out of date: 1 without a pod range \(r01-n05\)"):
         run_stack("dev", path.parent, mocks=mocks)
@@ -45,19 +45,19 @@ def test_prod_takes_its_repository_from_the_environment() -> None:
 
 def test_static_routes_without_an_asn(env_copy) -> None:
     path = env_copy("dev")
-    text = path.read_text().replace("vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 10.64.255.254}",
-                                    "vpn: {peer_ip: 198.51.100.10}")
+    text = path.read_text().replace("vpn: {peer_ip: 198.51.100.20, asn: 65010, bgp_peer_ip: 10.67.255.254}",
+                                    "vpn: {peer_ip: 198.51.100.20}")
     path.write_text(text)
     run = run_stack("dev", path.parent)
     gateway = run.one("network:VirtualNetworkGateway", "vpn-gateway").plain
     local = run.one("network:LocalNetworkGateway", "onprem-gateway").plain
     assert not gateway["enableBgp"] and "bgpSettings" not in gateway and "bgpSettings" not in local
-    assert local["localNetworkAddressSpace"]["addressPrefixes"] == ["10.64.0.0/14", "10.128.0.0/24"]
+    assert local["localNetworkAddressSpace"]["addressPrefixes"] == ["10.64.0.0/14", "10.192.0.0/24"]
 
 
 def test_no_vpn_no_gateway(env_copy) -> None:
     path = env_copy("dev")
-    path.write_text(path.read_text().replace("  vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 10.64.255.254}\n",
+    path.write_text(path.read_text().replace("  vpn: {peer_ip: 198.51.100.20, asn: 65010, bgp_peer_ip: 10.67.255.254}\n",
                                              ""))
     run = run_stack("dev", path.parent)
     assert not run.of_type("network:VirtualNetworkGateway") and not run.of_type("network:LocalNetworkGateway")
@@ -82,14 +82,14 @@ def test_the_lab_has_no_azure_stack() -> None:
     assert mocks.resources == []
 
 
-DEV_VPN = "vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 10.64.255.254}"
+DEV_VPN = "vpn: {peer_ip: 198.51.100.20, asn: 65010, bgp_peer_ip: 10.67.255.254}"
 
 
 @pytest.mark.parametrize(("vpn", "message"), [
-    ("vpn: {peer_ip: 198.51.100.10, asn: 65010}", "onprem.vpn: bgp_peer_ip is required when asn is set"),
-    ("vpn: {peer_ip: 198.51.100.10, asn: 65010, bgp_peer_ip: 198.51.100.10}",
-     "onprem.vpn: bgp_peer_ip 198.51.100.10 is not a private address"),
-    ("vpn: {peer_ip: 198.51.100.10, bgp_peer_ip: 10.64.255.254}", "onprem.vpn: bgp_peer_ip is set but asn is not"),
+    ("vpn: {peer_ip: 198.51.100.20, asn: 65010}", "onprem.vpn: bgp_peer_ip is required when asn is set"),
+    ("vpn: {peer_ip: 198.51.100.20, asn: 65010, bgp_peer_ip: 198.51.100.20}",
+     "onprem.vpn: bgp_peer_ip 198.51.100.20 is not a private address"),
+    ("vpn: {peer_ip: 198.51.100.20, bgp_peer_ip: 10.67.255.254}", "onprem.vpn: bgp_peer_ip is set but asn is not"),
 ])
 def test_bgp_needs_a_private_peer_address(env_copy, vpn: str, message: str) -> None:
     path = env_copy("dev")
@@ -126,7 +126,7 @@ def test_operator_networks_reach_6443_over_the_vpn_and_admin_ranges_open_the_fir
 
 @pytest.mark.parametrize(("operators", "message"), [
     ("[203.0.113.0/24]", "azure.operator_cidrs: 203.0.113.0/24 is not a private range"),
-    ("[10.0.5.0/24]", "azure: operator_cidrs 10.0.5.0/24 overlap vnet_cidr"),
+    ("[10.1.5.0/24]", "azure: operator_cidrs 10.1.5.0/24 overlap vnet_cidr"),
 ])
 def test_bad_operator_networks_register_nothing(env_copy, operators: str, message: str) -> None:
     path = env_copy("dev")

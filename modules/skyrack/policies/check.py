@@ -10,6 +10,7 @@ only feeds it from the plan.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import ipaddress
 import re
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from .. import config
+from ..errors import InputError
 from ..plan import Plan
 from . import rules
 
@@ -220,3 +223,71 @@ def stack_setting(plan: Plan, key: str) -> str | None:
         return None  # Pulumi reports its own file; the rule only reads what it can
     value = ((data or {}).get("config") or {}).get(key) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
+
+
+# ----------------------------------------------------------------------------- environments of one repository
+
+def _neighbours(plan: Plan) -> list[tuple[Path, config.Environment]]:
+    """The other environment files beside this one (its repository's `configs/`), each loaded and valid; files
+    that are not environment files (Pulumi's settings, locks, a broken file that its own check reports) are
+    skipped. None for a plan not read from a file on disk (a revision under review)."""
+    source = Path(str(plan.source))
+    if not source.is_file():
+        return []
+    out = []
+    for path in sorted(source.parent.glob("*.yaml")):
+        if path.resolve() == source.resolve() or path.name.startswith("Pulumi.") or path.name.endswith(".lock.yaml"):
+            continue
+        try:
+            env = config.load(path)
+        except InputError:
+            continue
+        if env.name != plan.env.name:
+            out.append((path, env))
+    return out
+
+
+def _routed(env: config.Environment) -> list[tuple[str, ipaddress.IPv4Network]]:
+    """(field, range) of what an environment puts on the network it shares with the site: its Azure
+    network, its pods' addresses, its on-prem nodes."""
+    nets = [("azure.vnet_cidr", env.azure.vnet_cidr), ("kubernetes.pod_cidr", env.kubernetes.pod_cidr)]
+    return nets + [(where, ipaddress.IPv4Network(node.ip)) for _, node, where in env.rack_nodes]
+
+
+def _same_site(a: config.Environment, b: config.Environment) -> bool:
+    return any(x.overlaps(y) for x in a.onprem.cidrs for y in b.onprem.cidrs) or bool(
+        a.onprem.vpn and b.onprem.vpn and a.onprem.vpn.peer_ip == b.onprem.vpn.peer_ip)
+
+
+@rule("environments-disjoint",
+      "environments of one repository that reach the same site (their onprem.cidrs overlap) route nothing "
+      "twice: their Azure networks, pod ranges and on-prem node addresses are disjoint, and each has its own "
+      "VPN peer",
+      "give each environment its own ranges (a dev beside prod: another VNet, pod range and rack addresses) "
+      "and its own on-prem VPN device address")
+def _disjoint(plan: Plan) -> Iterable[Violation]:
+    env = plan.env
+    mine = _routed(env)
+    for path, other in _neighbours(plan):
+        if not _same_site(env, other):
+            continue
+        nets = [(f, n) for f, n in _routed(other) if n.prefixlen < 32]
+        hosts = sorted((int(n.network_address), f) for f, n in _routed(other) if n.prefixlen == 32)
+        at = [ip for ip, _ in hosts]
+        seen: dict[str, list[str]] = {}  # one finding per field (per rack) of this file, naming the first clashes
+        for field, net in mine:
+            lo, hi = int(net.network_address), int(net.broadcast_address)
+            hits = [f for f, n in nets if n.overlaps(net)]
+            hits += [f for _, f in hosts[bisect.bisect_left(at, lo):bisect.bisect_right(at, hi)]]
+            if hits:
+                key = re.sub(r"\.(nodes\[\d+\]|node_range\(.*\))$", "", field)  # a rack's nodes: one finding
+                shown = net if net.prefixlen < 32 else net.network_address
+                seen.setdefault(key, []).append(f"{field + ' ' if key != field else ''}{shown} overlaps "
+                                                f"{other.name}'s {hits[0]}")
+        for key, clashes in seen.items():
+            more = f" and {len(clashes) - 3} more" if len(clashes) > 3 else ""
+            yield key, (f"{'; '.join(clashes[:3])}{more} ({path.name}: the same site, so both would be routed "
+                        f"there)")
+        if env.onprem.vpn and other.onprem.vpn and env.onprem.vpn.peer_ip == other.onprem.vpn.peer_ip:
+            yield ("onprem.vpn.peer_ip", f"{env.onprem.vpn.peer_ip} is also {other.name}'s VPN peer ({path.name}): "
+                                         f"one on-prem device would serve two Azure gateways with one BGP session")
