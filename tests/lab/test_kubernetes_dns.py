@@ -94,7 +94,7 @@ def test_dns_survives_a_rack_cut_off_from_the_control_plane(lab, cluster):
             assert lab.ssh(node, shlex.join(argv)).strip() == ip, (node, name)
 
     def ready(node: str) -> bool | None:
-        return next((n["ready"] for n in lab.nodes() if n["name"] == node), None)
+        return next((n["ready"] for n in lab.nodes(all_ready=False) if n["name"] == node), None)
 
     loops = {n: outage.lookup_loop(lab.paths.ssh_config, n, p.node_dns_ip, list(names), CUT_S + 30)
              for n in cut_nodes + others}
