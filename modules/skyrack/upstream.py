@@ -41,15 +41,8 @@ class KubernetesBuild:
             "coredns": f"{registry}/coredns/coredns:{self.coredns}",
             "pause": f"{registry}/pause:{self.pause}",
             "agnhost": f"{registry}/e2e-test-images/agnhost:{self.agnhost}",
-            "prometheus": LAB_PROMETHEUS,
         }
 
-
-# The cluster layer's monitoring, for the lab: Prometheus is not a Go module the proxy serves whole, but Debian
-# packages it; the lab's image is Debian 12's package on a Debian root, under upstream's name and the version
-# Debian ships (`apt-cache policy prometheus`: 2.42.0+ds-5+deb12u1). The build refuses another version.
-LAB_PROMETHEUS_VERSION = "2.42.0"
-LAB_PROMETHEUS = f"quay.io/prometheus/prometheus:v{LAB_PROMETHEUS_VERSION}"
 
 KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
     b.version: b

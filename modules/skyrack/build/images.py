@@ -4,9 +4,7 @@ Each image is an OCI layout made with `umoci` (Debian's package): a root filesys
 out here, one layer, the entrypoint and user upstream's image has. Most are a static
 binary on an empty filesystem, as upstream's distroless images are; kube-proxy also needs
 iptables, so it gets a Debian minbase root with iptables and conntrack, as upstream's
-image does. Prometheus (the cluster layer's monitoring) is Debian's own package on such a
-root: its version is Debian's (`upstream.LAB_PROMETHEUS_VERSION`, checked after the
-install). `skopeo` copies a layout into the lab's registry (`publish`).
+image does. `skopeo` copies a layout into the lab's registry (`publish`).
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ from . import mirrors
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 2
 NONROOT = 65532  # upstream's distroless "nonroot" user
-NOBODY = 65534  # upstream's Prometheus image runs as nobody
 PROXY_PACKAGES = ("iptables", "conntrack", "kmod")
 
 
@@ -33,7 +30,7 @@ class ImageSpec:
     binaries: tuple[str, ...]
     entrypoint: tuple[str, ...]
     user: int = 0
-    debian: tuple[str, ...] = ()  # packages of a Debian root (kube-proxy, Prometheus) instead of an empty one
+    debian: bool = False  # a Debian root (kube-proxy) instead of an empty one
     file_caps: str = ""  # file capabilities of the entrypoint (setcap), as upstream's image sets them
 
 
@@ -44,11 +41,9 @@ SPECS = (
     # nonroot binding port 53: upstream's image gives /coredns cap_net_bind_service as a file capability
     ImageSpec("coredns", ("coredns",), ("/coredns",), user=NONROOT, file_caps="cap_net_bind_service=+ep"),
     ImageSpec("pause", ("pause",), ("/pause",), user=NONROOT),
-    ImageSpec("kube-proxy", ("kube-proxy",), ("/usr/local/bin/kube-proxy",), debian=PROXY_PACKAGES),
+    ImageSpec("kube-proxy", ("kube-proxy",), ("/usr/local/bin/kube-proxy",), debian=True),
     # upstream's e2e image, for the lab's cluster tests (not part of a cluster)
     ImageSpec("agnhost", ("agnhost",), ("/agnhost",)),
-    # Debian's binary, where upstream's image has /bin/prometheus; the cluster layer passes every flag
-    ImageSpec("prometheus", (), ("/usr/bin/prometheus",), user=NOBODY, debian=("prometheus",)),
 )
 TARGET = {"coredns": "coredns", "pause": "pause", "agnhost": "agnhost"}
 
@@ -65,28 +60,20 @@ def _skeleton(root: Path) -> None:
     (root / "etc").mkdir(parents=True, exist_ok=True)
     (root / "tmp").mkdir(mode=0o1777, exist_ok=True)
     (root / "etc/passwd").write_text(f"root:x:0:0:root:/root:/sbin/nologin\n"
-                                     f"nonroot:x:{NONROOT}:{NONROOT}::/home/nonroot:/sbin/nologin\n"
-                                     f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/sbin/nologin\n")
-    (root / "etc/group").write_text(f"root:x:0:\nnonroot:x:{NONROOT}:\nnogroup:x:{NOBODY}:\n")
+                                     f"nonroot:x:{NONROOT}:{NONROOT}::/home/nonroot:/sbin/nologin\n")
+    (root / "etc/group").write_text(f"root:x:0:\nnonroot:x:{NONROOT}:\n")
     certs = Path("/etc/ssl/certs/ca-certificates.crt")
     if certs.exists():
         (root / "etc/ssl/certs").mkdir(parents=True, exist_ok=True)
         shutil.copy2(certs, root / "etc/ssl/certs/ca-certificates.crt")
 
 
-def _debian_root(spec: ImageSpec, ref: str, root: Path, suite: str, log) -> None:
+def _debian_root(root: Path, suite: str, log) -> None:
     source = mirrors.primary(suite)
     if source is None:
-        raise BuildError(f"images: no HTTP Debian source for {suite!r} in /etc/apt ({spec.name}'s image needs one)")
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(spec.debian)}", suite, str(root), source.uri],
-         log, f"debootstrap for {spec.name}'s image")
-    if not spec.binaries:  # the image is a Debian package: its version must be the one the reference names
-        got = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Version}", spec.debian[0]],
-                             capture_output=True, text=True, check=False).stdout.strip()
-        want = ref.rsplit(":v", 1)[1]
-        if got.split("+", 1)[0].split("-", 1)[0] != want:
-            raise BuildError(f"images: Debian {suite}'s {spec.debian[0]} is {got or 'not installed'}, and the lab "
-                             f"publishes it as {ref}: set upstream.LAB_PROMETHEUS_VERSION to its version")
+        raise BuildError(f"images: no HTTP Debian source for {suite!r} in /etc/apt (kube-proxy's image needs one)")
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(PROXY_PACKAGES)}", suite, str(root), source.uri],
+         log, "debootstrap for kube-proxy's image")
     subprocess.run(["chroot", str(root), "apt-get", "clean"], stdout=log, stderr=log, check=False)
     for sub in ("var/lib/apt/lists", "var/cache/apt", "var/log"):
         shutil.rmtree(root / sub, ignore_errors=True)
@@ -98,7 +85,7 @@ def _image(spec: ImageSpec, ref: str, bins: Binaries, layout: Path, work: Path, 
     image = f"{layout}:{spec.name}-{tag}"
     root = work / spec.name
     if spec.debian:
-        _debian_root(spec, ref, root, suite, log)
+        _debian_root(root, suite, log)
     _skeleton(root)
     for b in spec.binaries:
         dest = root / TARGET.get(b, f"usr/local/bin/{b}")
@@ -124,7 +111,7 @@ def build(b: KubernetesBuild, bins: Binaries, suite: str, say: Say) -> Path:
     entry = Entry("images", b.tag, {"recipe": RECIPE_VERSION, "images": refs, "suite": suite,
                                     "binaries": sorted({str(p) for p in (bins.kubernetes, bins.coredns,
                                                                          bins.pause)}),
-                                    "debian": {s.name: s.debian for s in SPECS if s.debian}})
+                                    "proxy_packages": PROXY_PACKAGES})
 
     def make(out: Path) -> None:
         say(f"images {b.tag}: assembling {', '.join(s.name for s in SPECS)} (umoci)")
