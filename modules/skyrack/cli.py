@@ -167,8 +167,11 @@ def print_plan(p: planmod.Plan, wrote: bool) -> None:
         out.print(f"Lock {safe(p.lock_path)}: up to date")
     else:
         verb = "written" if wrote else "would change"
-        out.print(f"Lock {safe(p.lock_path)}: {verb}: +{len(a.added)} allocated, -{len(a.released)} released, "
+        out.print(f"Lock {safe(p.lock_path)}: {verb}: +{len(a.added)} allocated, {len(a.released)} leaving, "
                   f"{len(a.moved)} moved" + (f" ({safe(a.reason)})" if a.reason else ""))
+    if a.leaving:
+        out.print(f"Leaving: {safe(', '.join(a.leaving))}: their pod ranges stay reserved until `skyrack join` "
+                  "has drained, reset and deleted them")
 
 
 def table(title: str, columns: tuple[str, ...], rows: Any) -> None:

@@ -166,3 +166,11 @@ def static(plan: Plan, outputs: dict[str, Any] | None = None) -> dict[str, Any]:
     for name, members in _rack_groups(plan, racks).items():
         children[name] = {"children": {m: {} for m in members}}
     return {"all": {"vars": global_vars(plan, outputs), "children": children}}
+
+
+def leaving(plan: Plan, hosts: dict[str, str], outputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The inventory of nodes that leave the cluster (skyrack.join.departures): host name -> address,
+    in the group `leaving` the reset playbook runs on."""
+    return {"all": {"vars": global_vars(plan, outputs),
+                    "children": {"leaving": {"hosts": {h: mark_unsafe({"ansible_host": ip})
+                                                       for h, ip in hosts.items()}}}}}

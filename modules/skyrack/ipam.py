@@ -11,7 +11,9 @@ on-prem) are carved from `kubernetes.pod_cidr` in fixed-size blocks:
   it can be added to the VNet's address space as a single prefix.
 
 Allocations are **stable**: existing ones come from the lock file and never move when
-nodes are added or removed. Only a change of pod_cidr or of the block size (which
+nodes are added or removed. A removed node's range is not free at once: the lock keeps it
+under `leaving` until `skyrack join` has drained, reset and deleted the node, so no new node
+gets addresses that pods on the old one may still hold. Only a change of pod_cidr or of the block size (which
 moves everything) or a pool outgrowing its range moves them, and the plan says so.
 """
 
@@ -104,6 +106,9 @@ class Allocation:
     released: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)  # existing names whose range changed
     reason: str | None = None  # why everything moved, when it did
+    # Nodes gone from the environment whose range stays reserved until `skyrack join` has drained,
+    # reset and deleted them (join/departures.py); `released` names the ones that only now left.
+    leaving: dict[str, IPv4Net] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -168,24 +173,29 @@ def allocate(
     lock = lock or {}
     old_nodes: dict[str, str] = dict(lock.get("nodes") or {})
     old_pools: dict[str, str] = dict(lock.get("pools") or {})
+    old_leaving: dict[str, str] = dict(lock.get("leaving") or {})
     reason = None
     if lock and (lock.get("pod_cidr") != str(pod_cidr) or lock.get("block_prefix") != prefix):
         reason = (f"pod_cidr/block size changed from {lock.get('pod_cidr')} /{lock.get('block_prefix')} "
                   f"to {pod_cidr} /{prefix}: every pod range is re-allocated")
         kept_nodes: dict[str, IPv4Net] = {}
         kept_pools: dict[str, IPv4Net] = {}
+        leaving: dict[str, IPv4Net] = {}
     else:
         wanted = set(node_names)
-        kept_nodes = {n: ipaddress.IPv4Network(c) for n, c in old_nodes.items() if n in wanted}
+        known = {**old_leaving, **old_nodes}
+        # a node back in the file before it left takes its range back from `leaving`
+        kept_nodes = {n: ipaddress.IPv4Network(c) for n, c in known.items() if n in wanted}
+        leaving = {n: ipaddress.IPv4Network(c) for n, c in sorted(known.items()) if n not in wanted}
         kept_pools = {}
         for name, cidr in old_pools.items():
             net = ipaddress.IPv4Network(cidr)
             if name in pools and 2 ** (32 - net.prefixlen) >> (32 - prefix) >= _pool_blocks(pools[name]):
                 kept_pools[name] = net
-    for net in (*kept_nodes.values(), *kept_pools.values()):
+    for net in (*kept_nodes.values(), *kept_pools.values(), *leaving.values()):
         bitmap.mark(net)
 
-    result = Allocation(nodes={}, pools={}, reason=reason)
+    result = Allocation(nodes={}, pools={}, reason=reason, leaving=leaving)
     for name in pools:
         if name in kept_pools:
             result.pools[name] = kept_pools[name]
@@ -202,6 +212,8 @@ def allocate(
     for name in node_names:
         if name in kept_nodes:
             result.nodes[name] = kept_nodes[name]
+            if name not in old_nodes and not reason:
+                result.added.append(name)  # back from `leaving`
             continue
         net = bitmap.take_low(prefix)
         if net is None:

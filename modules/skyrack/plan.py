@@ -27,7 +27,7 @@ from .errors import InputError, Problem, printable
 IPv4Net = ipaddress.IPv4Network
 
 LOCK_VERSION = 1
-LOCK_KEYS = ("version", "pod_cidr", "block_prefix", "pools", "nodes")
+LOCK_KEYS = ("version", "pod_cidr", "block_prefix", "pools", "nodes", "leaving")
 MAX_LOCK_BYTES = 32 << 20
 ROLES = ("apiserver", "etcd", "etcd-events")
 
@@ -126,6 +126,7 @@ class Plan:
             "block_prefix": ipam.block_prefix(self.max_pods),
             "pools": {k: str(v) for k, v in sorted(self.allocation.pools.items())},
             "nodes": {k: str(v) for k, v in sorted(self.allocation.nodes.items())},
+            "leaving": {k: str(v) for k, v in sorted(self.allocation.leaving.items())},
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,7 +149,8 @@ class Plan:
             "nodes": [asdict(n) for n in self.nodes],
             "lock": {"path": str(self.lock_path), "up_to_date": not self.allocation.changed,
                      "added": self.allocation.added, "released": self.allocation.released,
-                     "moved": self.allocation.moved, "reason": self.allocation.reason},
+                     "moved": self.allocation.moved, "reason": self.allocation.reason,
+                     "leaving": {k: str(v) for k, v in sorted(self.allocation.leaving.items())}},
         }
 
     @property
@@ -202,7 +204,7 @@ def read_lock(env_path: Path, text: str | None = None) -> dict | None:
         problems.append(Problem(label, "pod_cidr", "expected a CIDR"))
     if type(data.get("block_prefix")) is not int:
         problems.append(Problem(label, "block_prefix", "expected a prefix length"))
-    for key in ("pools", "nodes"):
+    for key in ("pools", "nodes", "leaving"):
         entries = data.get(key)
         if entries is None:
             data[key] = {}
@@ -247,7 +249,7 @@ def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
     problems: list[Problem] = []
     spans: list[tuple[int, int, str, str]] = []
     lo, hi = int(pod_cidr.network_address), int(pod_cidr.broadcast_address)
-    entries = [(f"pools.{n}", c) for n, c in lock["pools"].items()] + [(f"nodes.{n}", c) for n, c in lock["nodes"].items()]
+    entries = [(f"{key}.{n}", c) for key in ("pools", "nodes", "leaving") for n, c in (lock.get(key) or {}).items()]
     for where, cidr in entries:
         span = _span(cidr)
         if span is None:
@@ -256,7 +258,7 @@ def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
         first, last, bits = span
         if first < lo or last > hi:
             problems.append(Problem(label, where, f"{cidr} is outside kubernetes.pod_cidr ({pod_cidr})"))
-        elif where.startswith("nodes.") and bits != prefix:
+        elif not where.startswith("pools.") and bits != prefix:
             problems.append(Problem(label, where, f"{cidr} is not a /{prefix} (the node range size for "
                                                   f"pods_per_node {env.kubernetes.pods_per_node})"))
         elif bits > prefix:
@@ -369,7 +371,8 @@ def lock_problem(plan: Plan) -> Problem:
     parts = []
     if a.reason:
         parts.append(a.reason)
-    for what, items in (("without a pod range", a.added), ("removed", a.released), ("moved", a.moved)):
+    for what, items in (("without a pod range", a.added), ("removed from the file", a.released),
+                        ("moved", a.moved)):
         if items:
             shown = ", ".join(items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
             parts.append(f"{len(items)} {what} ({shown})")
@@ -386,13 +389,24 @@ def lock_text(plan: Plan) -> str:
         f"pod_cidr: {data['pod_cidr']}",
         f"block_prefix: {data['block_prefix']}",
     ]
-    for key in ("pools", "nodes"):
+    for key in ("pools", "nodes", "leaving"):
         if data[key]:
+            if key == "leaving":
+                lines.append("# Removed from the file; reserved until `skyrack join` has drained, reset and deleted them.")
             lines.append(f"{key}:")
             lines.extend(f"  {name}: {cidr}" for name, cidr in data[key].items())
-        else:
+        elif key != "leaving":
             lines.append(f"{key}: {{}}")
     return "\n".join(lines) + "\n"
+
+
+def release(plan: Plan, names: list[str]) -> bool:
+    """Drop leaving nodes from the lock (their ranges free again): `skyrack join` calls this once they are
+    gone from the cluster. True when the lock file changed."""
+    gone = [n for n in names if n in plan.allocation.leaving]
+    for n in gone:
+        del plan.allocation.leaving[n]
+    return bool(gone) and write_lock(plan)
 
 
 def write_lock(plan: Plan) -> bool:

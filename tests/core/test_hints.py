@@ -156,6 +156,10 @@ PROSE = {
     ("lab/ssh.py", "lab up"): "a comment in the SSH config the lab writes",
     ("lab/cli.py", "lab list"): "--bridge's help text",
     ("etcd/cli.py", "etcd snapshots"): "--snapshot's help text",
+    ("plan.py", "join"): "the comment the lock file carries over its leaving nodes",
+    ("cli.py", "join"): "`plan` says which command releases a leaving node's range",
+    ("join/driver.py", "join"): "a failed departure says the next join starts it over; tests/lab/test_node_removal.py "
+                                "runs that join",
     ("lab/hostlimits.py", "lab down"): "the inotify warning says which lab to take down; "
                                        "tests/labhost/test_hostlimits.py checks its text",
 }

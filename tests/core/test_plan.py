@@ -52,15 +52,40 @@ def test_adding_a_node_to_dev_moves_no_existing_range(env_copy) -> None:
     assert plan_json(path)["lock"]["up_to_date"]
 
 
-def test_removing_a_node_moves_no_other_range(env_copy) -> None:
+def test_removing_a_node_moves_no_other_range_and_keeps_its_own_until_the_join_removed_it(env_copy) -> None:
     path = env_copy("dev")
     before = ranges(plan_json(path))
     edit(path, lambda d: d["racks"][0]["nodes"].pop(0))
+    stale = run_cli("inventory", str(path))
+    assert stale.returncode == 1 and "out of date: 1 removed from the file (r01-n01)" in stale.stderr
     after = plan_json(path)
     assert after["lock"]["released"] == ["r01-n01"]
+    assert after["lock"]["leaving"] == {"r01-n01": before["r01-n01"]}
     assert ranges(after) == {k: v for k, v in before.items() if k != "r01-n01"}
-    lock = yaml.safe_load(path.with_name("dev.lock.yaml").read_text())
-    assert "r01-n01" not in lock["nodes"]
+    lock_file = path.with_name("dev.lock.yaml")
+    lock = yaml.safe_load(lock_file.read_text())
+    assert "r01-n01" not in lock["nodes"] and lock["leaving"] == {"r01-n01": before["r01-n01"]}
+    assert plan_json(path)["lock"]["up_to_date"], "a lock with leaving nodes is up to date"
+
+    # a new node does not get the range pods of the leaving one may still hold
+    edit(path, lambda d: d["racks"][0]["nodes"].append({"name": "r01-n09", "ip": "10.67.0.19"}))
+    assert ranges(plan_json(path))["r01-n09"] != before["r01-n01"]
+
+    # the join releases it once the node is gone (skyrack.join.departures): then the lock lets it go
+    p = plan.make(path)
+    assert plan.release(p, ["r01-n01"]) and "leaving" not in yaml.safe_load(lock_file.read_text())
+    assert not plan.release(p, ["r01-n01"]), "releasing twice changes nothing"
+
+
+def test_a_node_back_in_the_file_before_it_left_takes_its_range_back(env_copy) -> None:
+    path = env_copy("dev")
+    text = path.read_text()
+    before = ranges(plan_json(path))
+    edit(path, lambda d: d["racks"][0]["nodes"].pop(0))
+    plan_json(path)
+    path.write_text(text)
+    back = plan_json(path)
+    assert back["lock"]["added"] == ["r01-n01"] and ranges(back) == before and back["lock"]["leaving"] == {}
 
 
 def test_locked_fails_when_the_lock_is_stale_and_writes_nothing(env_copy) -> None:
@@ -172,14 +197,16 @@ def test_allocation_is_stable_under_any_sequence_of_changes(first, second, third
         alloc = ipam.allocate(pod_cidr, 32, wanted, {"cpu": 10}, lock)
         assert set(alloc.nodes) == set(wanted)
         for name, net in alloc.nodes.items():
-            if name in previous:
+            if name in previous:  # stayed, or came back before the join removed it
                 assert net == previous[name]
-        all_nets = [*alloc.nodes.values(), *alloc.pools.values()]
+        assert set(alloc.leaving) == set(previous) - set(wanted)
+        all_nets = [*alloc.nodes.values(), *alloc.pools.values(), *alloc.leaving.values()]
         assert not any(a.overlaps(b) for i, a in enumerate(all_nets) for b in all_nets[:i])
         lock = {"pod_cidr": str(pod_cidr), "block_prefix": ipam.block_prefix(32),
                 "nodes": {k: str(v) for k, v in alloc.nodes.items()},
-                "pools": {k: str(v) for k, v in alloc.pools.items()}}
-        previous = alloc.nodes
+                "pools": {k: str(v) for k, v in alloc.pools.items()},
+                "leaving": {k: str(v) for k, v in alloc.leaving.items()}}
+        previous = {**alloc.leaving, **alloc.nodes}
 
 
 MODULES = Path(__file__).resolve().parents[2] / "modules" / "skyrack"

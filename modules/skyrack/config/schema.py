@@ -500,6 +500,10 @@ class Join(Strict):
     canary: StrictBool = True  # the first rack alone first; its failure starts no other rack
     # kubeadm joins the control plane is given per minute (each one is a CSR, a Node and its leases)
     joins_per_minute: Annotated[StrictInt, Field(ge=1, le=100_000)] = 200
+    # A node that leaves (removed from the file, or re-addressed) is drained first (kube/drain.py):
+    # the whole drain's deadline, and how long a gang on it may run on before it is evicted whole.
+    drain_timeout_minutes: Annotated[StrictInt, Field(ge=1, le=1440)] = 15
+    gang_wait_minutes: Annotated[StrictInt, Field(ge=0, le=10080)] = 0
 
 
 class Backups(Strict):

@@ -31,8 +31,11 @@ from .. import files, inventory
 from .. import outputs as contract
 from .. import plan as planmod
 from ..errors import InputError, Problem
+from ..kube import drain as drainmod
+from ..kube import readiness
+from ..kube.health import ApiError
 from ..term import safe
-from . import fleet, receptor, records
+from . import departures, fleet, receptor, records
 from . import outputs as outmod
 from .node_files import ANSIBLE_DIR, TEMPLATES
 from .progress import Board, Progress, message
@@ -113,8 +116,9 @@ def lab_vars(p: planmod.Plan) -> dict[str, Any]:
     return {"ansible_user": "root", "ansible_ssh_common_args": f"-F {cfg}"}
 
 
-def write_inventory(run_dir: Path, p: planmod.Plan, public_outputs: dict[str, Any] | None) -> Path:
-    inv = inventory.static(p, public_outputs)
+def write_inventory(run_dir: Path, p: planmod.Plan, public_outputs: dict[str, Any] | None,
+                    inv: dict[str, Any] | None = None) -> Path:
+    inv = inv or inventory.static(p, public_outputs)
     inv["all"]["vars"].update(lab_vars(p))
     path = run_dir / "inventory" / "hosts.yml"
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -182,13 +186,16 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
 
 def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
              secrets: dict[str, Any], console: Console, board: Board | None = None,
-             cancel: Callable[[], bool] | None = None, route: receptor.Route | None = None) -> RackRun:
-    """One rack's run, here (ansible-runner) or, with a route, on its execution node through Receptor."""
+             cancel: Callable[[], bool] | None = None, route: receptor.Route | None = None,
+             playbook: str = PLAYBOOK, inv_data: dict[str, Any] | None = None) -> RackRun:
+    """One rack's run of a playbook (the join's, or with `inv_data` another inventory's: departures.py), here
+    (ansible-runner) or, with a route, on its execution node through Receptor."""
     run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
-    inv = write_inventory(run_dir, p, public)
+    inv = write_inventory(run_dir, p, public, inv_data)
     started = time.time()
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
-                     tags=list(opts.tags or []), via=f"receptor:{route.node}" if route else "local")
+                     tags=list(opts.tags or []), via=f"receptor:{route.node}" if route else "local",
+                     playbook=playbook)
     lost = ""
     # a local run reads the secrets from a file in memory; a run on an execution node from one inside the
     # work payload (receptor.py: staged and kept in memory on both ends), never from the record
@@ -201,7 +208,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                   "tags": ",".join(opts.tags) if opts.tags else None}
         if route is None:
             r = ansible_runner.run(
-                private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=PLAYBOOK,
+                private_data_dir=str(run_dir), project_dir=str(ANSIBLE_DIR / "playbooks"), playbook=playbook,
                 inventory=str(inv), envvars=ansible_env(opts, run_dir, p.env.name), event_handler=collector,
                 quiet=True, cancel_callback=cancel,
                 extravars={"skyrack_templates_dir": str(TEMPLATES), **opts.extravars}, **common)
@@ -210,7 +217,7 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
             receptor.ship_project(run_dir)
             try:
                 result.status, rc = receptor.run(route, run_dir, {
-                    "playbook": receptor.PLAYBOOK, "envvars": remote_env(p.env.name),
+                    "playbook": f"playbooks/{playbook}", "envvars": remote_env(p.env.name),
                     "extravars": {"skyrack_templates_dir": "{{ playbook_dir }}/../templates", **opts.extravars},
                     **common}, collector, cancel, secrets)
                 result.rc = rc if rc is not None else 1
@@ -268,6 +275,7 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     rollout(opts, p)
     public: dict[str, Any] | None = None
     secrets: dict[str, Any] = {}
+    data: dict[str, Any] = {}
     if opts.outputs is not None:
         data = outmod.check(contract.read_file(opts.outputs), opts.outputs)
         public, secrets = outmod.split_secrets(data)
@@ -292,11 +300,67 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
         return run_rack(p, rack, hosts, opts, public, secrets, console, board, cancel.is_set if in_thread else None,
                         routes.get(rack))
 
+    with records.private_files():
+        gone = leave_first(p, opts, data, public, secrets, console, on_rack)
     with Board(console) as board, records.private_files():
-        return fleet.Fleet(
+        result = fleet.Fleet(
             selected, one,
             parallel=opts.parallel, budget=fleet.JoinBudget(opts.joins_per_minute if joins else None),
             on_rack=on_rack, on_stop=stopped, cancel=cancel, canary=opts.canary).run()
+    if gone is not None:
+        result.departed, result.released = [d.name for d in gone.done], gone.released
+    return result
+
+
+def leave_first(p: planmod.Plan, opts: JoinOptions, data: dict[str, Any], public: dict[str, Any] | None,
+                secrets: dict[str, Any], console: Console,
+                on_rack: Callable[[RackRun], None] | None) -> departures.Outcome | None:
+    """Before any rack joins: drain, reset and delete the nodes that leave (departures.py). They are
+    found from the cluster, so this needs the admin kubeconfig among the outputs. Raises LeaveFailed."""
+    kubeconfig = data.get("admin_kubeconfig")
+    if not kubeconfig:
+        if p.allocation.leaving:
+            console.print(f"[yellow]leaving nodes not removed ({safe(', '.join(p.allocation.leaving))}): that needs "
+                          "the control plane's outputs with admin_kubeconfig (--outputs)[/yellow]")
+        return None
+    ca = readiness.kubeconfig_ca(kubeconfig) or data.get("ca_cert_pem") or ""
+    with readiness.client(data["apiserver_endpoint"], ca, kubeconfig, timeout=30) as call:
+        try:
+            nodes = departures.env_nodes(call, p.env.name)
+        except ApiError as exc:  # the racks can still be prepared; their kubeadm join says what is wrong
+            console.print(f"[yellow]the cluster did not say which nodes leave ({safe(exc)}): none leaves in this "
+                          "run[/yellow]")
+            return None
+        found = departures.select(departures.find(p, nodes), opts.rack, opts.limit)
+        whole = opts.rack is None and not opts.limit and not opts.retry_failed
+        if opts.check:
+            for d in found:
+                console.print(f"would drain, reset and delete {safe(d.describe())} (rack {safe(d.rack)})")
+            return None
+        outcome = departures.Outcome([], {}, [], [])
+        if whole:  # a leaving range whose Node is gone already (it never joined): nothing to drain
+            outcome.released = departures.release(p, departures.stale_leaving(p, nodes), console)
+        if not found:
+            return outcome
+        routes = receptor.routes(p, sorted({d.rack for d in found})) if opts.via == "receptor" else {}
+        reset_opts = JoinOptions(**{**opts.__dict__, "tags": None, "check": False})
+
+        def reset(rack: str, hosts: dict[str, str]) -> RackRun:
+            run = run_rack(p, rack, list(hosts), reset_opts, public, secrets, console, route=routes.get(rack),
+                           playbook=departures.LEAVE_PLAYBOOK,
+                           inv_data=departures.reset_inventory(p, hosts, public))
+            if on_rack:
+                on_rack(run)
+            return run
+
+        minutes = p.env.join
+        done = departures.leave(p, found, call, console, reset, drainmod.DrainOptions(
+            timeout_s=minutes.drain_timeout_minutes * 60, gang_wait_s=minutes.gang_wait_minutes * 60))
+    done.released = [*outcome.released, *done.released]
+    if done.failed:
+        raise departures.LeaveFailed("nodes that leave were not removed, so no rack ran: " + "; ".join(
+            f"{n}: {why}" for n, why in done.failed.items()) + " (fix it and run `skyrack join` again)")
+    return done
 
 
 def rollout(opts: JoinOptions, p: planmod.Plan) -> None:
@@ -313,4 +377,5 @@ def summary_json(result: fleet.FleetResult) -> str:
     runs = result.runs
     return json.dumps({"ok": all(not fleet.failed(r) for r in runs) and not result.not_started,
                        "parallel": result.parallel, "canary": result.canary, "racks": [r.to_dict() for r in runs],
-                       "not_started": result.not_started, "stopped_by": result.stopped_by}, indent=2)
+                       "not_started": result.not_started, "stopped_by": result.stopped_by,
+                       "departed": result.departed, "released": result.released}, indent=2)

@@ -70,6 +70,8 @@ class FleetResult:
     stopped_by: str | None = None  # the rack whose failure stopped the others
     parallel: int = 1  # the schedule it ran with
     canary: bool = True
+    departed: list[str] = field(default_factory=list)  # nodes drained, reset and deleted first (departures.py)
+    released: list[str] = field(default_factory=list)  # and of those, the removed ones whose ranges the lock let go
 
 
 RunRack = Callable[[str, list[str]], RackRun]

@@ -39,7 +39,6 @@ WORK_TYPE = cloud_init.RECEPTOR_WORK_TYPE  # the execution node's receptor `work
 WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
 WORKER_DIR = "/dev/shm"  # noqa: S108 - where the worker unpacks a run on the node: memory, removed after (--delete)
 HANDOFF_TIMEOUT = 60.0  # seconds a work unit may stay Pending (not yet on its node) before the rack fails
-PLAYBOOK = "playbooks/join.yml"  # inside the shipped project (ansible/ as it is in the repository)
 SECRETS_FILE = "skyrack-secrets.yml"  # in the staged run's env/ (memory), never in the record
 
 

@@ -58,6 +58,7 @@ class RackRun:
     status: str = ""  # ansible-runner's: successful | failed | timeout | canceled
     tags: list[str] = field(default_factory=list)  # --tags: only these roles ran (empty: every role)
     via: str = "local"  # or "receptor:<execution node>"
+    playbook: str = "join.yml"  # or leave.yml: the reset of nodes that leave (departures.py)
     hosts: list[HostResult] = field(default_factory=list)
 
     @property
@@ -135,9 +136,9 @@ def prune(runs: Path, env: str, rack: str, keep: int, current: Path) -> list[Pat
 
 
 def latest(runs: Path, env: str, rack: str) -> dict | None:
-    """The newest summary of a (non-check) run of this rack, or None."""
+    """The newest summary of a (non-check) join run of this rack, or None (a departure's reset is not one)."""
     for d in reversed(rack_records(runs, env, rack)):
         data = _summary(d)
-        if data is not None and not data.get("check"):
+        if data is not None and not data.get("check") and data.get("playbook", "join.yml") == "join.yml":
             return data
     return None

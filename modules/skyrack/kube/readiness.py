@@ -38,6 +38,13 @@ def _user(kubeconfig: str) -> dict[str, Any]:
     return user.get("user") or {}
 
 
+def kubeconfig_ca(kubeconfig: str) -> str | None:
+    """The PEM of the cluster CA a kubeconfig trusts (its first cluster's certificate-authority-data)."""
+    clusters = (yaml.safe_load(kubeconfig) or {}).get("clusters") or []
+    data = ((clusters[0] if clusters else {}).get("cluster") or {}).get("certificate-authority-data")
+    return base64.b64decode(data).decode() if data else None
+
+
 @contextlib.contextmanager
 def _tls(ca_pem: str, kubeconfig: str | None) -> Iterator[tuple[ssl.SSLContext, dict[str, str]]]:
     """An SSL context trusting only the cluster CA, with the admin's client certificate if it has one."""
@@ -58,33 +65,63 @@ def _tls(ca_pem: str, kubeconfig: str | None) -> Iterator[tuple[ssl.SSLContext, 
         yield ctx, headers
 
 
+Call = Callable[..., dict[str, Any]]
+
+
 @contextlib.contextmanager
-def api(endpoint: str, ca_pem: str, kubeconfig: str | None,
-        timeout: float = 10) -> Iterator[Callable[[str], tuple[dict[str, Any], dt.datetime]]]:
-    """A GET of the API server, TLS verified against the cluster CA, as the admin: ``get(path)`` returns
-    the JSON answer (``{}`` for a non-JSON one such as /readyz's) and the server's clock (its Date
-    header). Anything but 200 raises skyrack.kube.health.ApiError with the status (0: no answer)."""
+def client(endpoint: str, ca_pem: str, kubeconfig: str | None, timeout: float = 10) -> Iterator[Call]:
+    """Any request of the API server, TLS verified against the cluster CA, as the admin:
+    ``call(method, path, body=None, *, patch=False)`` returns the JSON answer (``{}`` for a non-JSON
+    one). A body is sent as JSON (``patch``: as a merge patch). Anything but 2xx raises
+    skyrack.kube.health.ApiError with the status (0: no answer) and the server's message."""
     from .health import ApiError
 
     if not endpoint.startswith("https://"):
         raise ValueError(f"apiserver_endpoint {endpoint!r} is not an https:// URL")
     with _tls(ca_pem, kubeconfig) as (ctx, headers):
-        def get(path: str) -> tuple[dict[str, Any], dt.datetime]:
-            req = urllib.request.Request(endpoint.rstrip("/") + path, headers=headers)  # noqa: S310 - https only
+        def call(method: str, path: str, body: dict[str, Any] | None = None, *, patch: bool = False,
+                 meta: dict[str, Any] | None = None) -> dict[str, Any]:
+            data = json.dumps(body).encode() if body is not None else None
+            kind = "application/merge-patch+json" if patch else "application/json"
+            req = urllib.request.Request(endpoint.rstrip("/") + path, data=data, method=method,  # noqa: S310
+                                         headers={**headers, **({"Content-Type": kind} if data else {})})
             try:
-                with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:  # noqa: S310
-                    body, date = resp.read(), resp.headers.get("Date")
+                with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:  # noqa: S310 - https only
+                    raw, date = resp.read(), resp.headers.get("Date")
             except urllib.error.HTTPError as exc:
-                raise ApiError(exc.code, f"GET {path}: HTTP {exc.code}") from None
+                raise ApiError(exc.code, f"{method} {path}: HTTP {exc.code}: {_message(exc)}") from None
             except (urllib.error.URLError, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
-                raise ApiError(0, f"GET {path}: {type(reason).__name__}: {reason}") from None
-            now = email.utils.parsedate_to_datetime(date) if date else dt.datetime.now(dt.UTC)
+                raise ApiError(0, f"{method} {path}: {type(reason).__name__}: {reason}") from None
+            if meta is not None:
+                meta["date"] = email.utils.parsedate_to_datetime(date) if date else dt.datetime.now(dt.UTC)
             try:
-                data = json.loads(body)
+                answer = json.loads(raw)
             except ValueError:
-                data = {}
-            return (data if isinstance(data, dict) else {}), now
+                answer = {}
+            return answer if isinstance(answer, dict) else {}
+
+        yield call
+
+
+def _message(exc: urllib.error.HTTPError) -> str:
+    """The API server's own reason (a Status object's message), shortened."""
+    try:
+        return str(json.loads(exc.read()).get("message", ""))[:300]
+    except (ValueError, OSError, AttributeError):
+        return ""
+
+
+@contextlib.contextmanager
+def api(endpoint: str, ca_pem: str, kubeconfig: str | None,
+        timeout: float = 10) -> Iterator[Callable[[str], tuple[dict[str, Any], dt.datetime]]]:
+    """A GET of the API server (see `client`): ``get(path)`` returns the JSON answer and the server's
+    clock (its Date header)."""
+    with client(endpoint, ca_pem, kubeconfig, timeout) as call:
+        def get(path: str) -> tuple[dict[str, Any], dt.datetime]:
+            meta: dict[str, Any] = {}
+            data = call("GET", path, meta=meta)
+            return data, meta["date"]
 
         yield get
 
