@@ -136,3 +136,36 @@ def test_a_leaving_range_whose_node_never_joined_is_released_at_once(lab_copy: P
     p = without(lab_copy, "r01-n02")
     assert departures.stale_leaving(p, [node("r01-n01", "198.18.0.131")]) == ["r01-n02"]
     assert departures.stale_leaving(p, [node("r01-n02", "198.18.0.132")]) == []
+
+
+def registered(name: str, labels: dict[str, str], taints: list[dict[str, str]]) -> dict:
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}
+
+
+def test_a_node_moved_to_another_team_gets_the_plans_labels_and_taints_and_keeps_the_others(lab_copy: Path) -> None:
+    """kubelet applies its labels and taints only when it registers: the join brings an existing Node to the plan."""
+    from skyrack.join import node_objects
+
+    data = yaml.safe_load(lab_copy.read_text())
+    data["racks"][1]["team"] = "vision"  # r02 moves to vision
+    lab_copy.write_text(yaml.safe_dump(data, sort_keys=False))
+    p = planmod.make(lab_copy)
+    old = {planmod.ENV_LABEL: "lab", planmod.RACK_LABEL: "r02", planmod.TEAM_LABEL: "robotics",
+           planmod.ZONE_LABEL: "onprem-r02", "kubernetes.io/hostname": "r02-n01"}
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    team = {"key": planmod.TEAM_TAINT_KEY, "value": "robotics", "effect": "NoSchedule"}
+    patches = node_objects.patches(p, [registered("r02-n01", old, [not_ready, team])])
+    assert patches == {"r02-n01": {
+        "metadata": {"labels": {planmod.TEAM_LABEL: "vision"}},
+        "spec": {"taints": [not_ready, {"key": planmod.TEAM_TAINT_KEY, "value": "vision", "effect": "NoSchedule"}]}}}
+
+    # a Node already as planned is not written to; one the plan does not hold is not this step's
+    as_planned = registered("r01-n01", p.nodes[0].labels, [node_objects.taint(t) for t in p.nodes[0].taints])
+    assert node_objects.patches(p, [as_planned, registered("r09-n01", old, [])]) == {}
+
+    # a team taken away: its label and taint go (null removes a label in a merge patch)
+    data["racks"][0].pop("team")
+    lab_copy.write_text(yaml.safe_dump(data, sort_keys=False))
+    p = planmod.make(lab_copy)
+    patch = node_objects.patches(p, [as_planned])["r01-n01"]
+    assert patch == {"metadata": {"labels": {planmod.TEAM_LABEL: None}}, "spec": {"taints": []}}

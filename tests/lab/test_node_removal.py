@@ -1,4 +1,4 @@
-"""A node leaves the lab the way a user removes one, and comes back.
+"""A node leaves the lab the way a user removes one, and comes back; a rack changes teams.
 
 The user's steps: take the node out of the environment file, `skyrack plan` (the lock keeps its pod
 range under `leaving`), `skyrack join --outputs ...`. The join drains the node (a gang with a pod on it
@@ -25,6 +25,7 @@ from rich.console import Console
 from skyrack import plan as planmod
 from skyrack import scheduler
 from skyrack.join import departures, driver
+from skyrack.kube import isolation
 from support import run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -78,7 +79,8 @@ def outputs(lab) -> Path:
 
 @pytest.fixture(scope="module")
 def smaller(lab, tmp_path_factory) -> Path:
-    """The lab's environment file (and its lock) without LEAVER: rack r01's node_range one node shorter."""
+    """The lab's environment file (and its lock) without LEAVER: rack r01's node_range one node shorter; and
+    rack r02 moved from team robotics to vision (its Node's labels and taints follow)."""
     d = tmp_path_factory.mktemp("smaller")
     env = d / lab.env.name
     shutil.copy(lab.env, env)
@@ -87,8 +89,18 @@ def smaller(lab, tmp_path_factory) -> Path:
     r01 = next(r for r in data["racks"] if r["name"] == "r01")
     assert r01["node_range"]["count"] == 2, "the lab's r01 has two nodes, the second is LEAVER"
     r01["node_range"]["count"] = 1
+    r02 = next(r for r in data["racks"] if r["name"] == "r02")
+    assert r02["team"] == "robotics"
+    r02["team"] = "vision"
     env.write_text(yaml.safe_dump(data, sort_keys=False))
     return env
+
+
+def team_of(lab, node: str) -> tuple[str | None, list[str]]:
+    """The Node's team label and its team taints' values."""
+    doc = json.loads(kubectl(lab, "get", "node", node, "-o", "json").stdout)
+    return (doc["metadata"]["labels"].get(planmod.TEAM_LABEL),
+            [t.get("value") for t in doc["spec"].get("taints", []) if t["key"] == planmod.TEAM_TAINT_KEY])
 
 
 def test_a_removed_node_is_drained_reset_deleted_and_its_range_released(lab, smaller, outputs, tmp_path):
@@ -96,10 +108,11 @@ def test_a_removed_node_is_drained_reset_deleted_and_its_range_released(lab, sma
     p_full = planmod.make(lab.env)
     leaver = next(n for n in p_full.nodes if n.name == LEAVER)
     taints = leaver.taints
-    kubectl(lab, "create", "namespace", NS, check=False)
+    # an operator's namespace, outside the team policies (its pods tolerate robotics' taint)
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": isolation.cluster_service_labels()}}
     group = {"apiVersion": scheduler.POD_GROUP_API, "kind": "PodGroup", "metadata": {"name": "training", "namespace": NS},
              "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
-    docs = [group, gang_pod(lab, "w0", LEAVER, taints), gang_pod(lab, "w1", STAYER, taints)]
+    docs = [ns, group, gang_pod(lab, "w0", LEAVER, taints), gang_pod(lab, "w1", STAYER, taints)]
     kubectl(lab, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
 
     def gang() -> list[dict]:
@@ -134,10 +147,13 @@ def test_a_removed_node_is_drained_reset_deleted_and_its_range_released(lab, sma
     # the node that stays no longer routes the range that left
     assert leaver.pod_cidr not in lab.ssh(STAYER, "ip -4 route show")
     assert {h for hosts in RACKS.values() for h in hosts} == set(changed(data))
+    # r02 moved to team vision: kubelet set its labels and taints at registration only; the join brought them over
+    assert data["relabelled"] == ["r02-n01"] and team_of(lab, "r02-n01") == ("vision", ["vision"])
 
     # again: nothing leaves, nothing changes
     again = join(smaller, runs, outputs)
-    assert again["departed"] == [] and set(changed(again).values()) == {0}, changed(again)
+    assert again["departed"] == [] and again["relabelled"] == [] and set(changed(again).values()) == {0}, \
+        changed(again)
     # and the reset itself, run again on the host, changes nothing
     p = planmod.make(smaller)
     run = driver.run_rack(p, "r01", [LEAVER], driver.JoinOptions(runs_dir=runs.resolve()), None, {},
@@ -148,10 +164,11 @@ def test_a_removed_node_is_drained_reset_deleted_and_its_range_released(lab, sma
 
 def test_the_node_put_back_in_the_file_joins_again(lab, outputs, tmp_path):
     data = join(lab.env, tmp_path / "runs", outputs)
-    assert changed(data)[LEAVER] > 0 and data["departed"] == []
+    assert changed(data)[LEAVER] > 0 and data["departed"] == [] and data["relabelled"] == ["r02-n01"]
+    assert team_of(lab, "r02-n01") == ("robotics", ["robotics"])
     wait(f"{LEAVER} Ready again", lambda: any(
         n["name"] == LEAVER and n["ready"] for n in lab.nodes(all_ready=False)), timeout=300)
     lab.ready()
     again = join(lab.env, tmp_path / "runs", outputs)
-    assert set(changed(again).values()) == {0}, changed(again)
+    assert set(changed(again).values()) == {0} and again["relabelled"] == [], changed(again)
     kubectl(lab, "delete", "namespace", NS, "--wait=false", check=False)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -123,6 +123,7 @@ class Outcome:
     failed: dict[str, str]  # node -> why
     released: list[str]  # removed nodes whose pod ranges the lock no longer holds
     runs: list[Any]  # the reset runs' records (RackRun)
+    relabelled: list[str] = field(default_factory=list)  # the join's: Nodes brought to the plan (node_objects.py)
 
 
 def leave(p: planmod.Plan, departures: list[Departure], call: drainmod.Call, console: Console,

@@ -35,7 +35,7 @@ from ..kube import drain as drainmod
 from ..kube import readiness
 from ..kube.health import ApiError
 from ..term import safe
-from . import departures, fleet, receptor, records
+from . import departures, fleet, node_objects, receptor, records
 from . import outputs as outmod
 from .node_files import ANSIBLE_DIR, TEMPLATES
 from .progress import Board, Progress, message
@@ -301,7 +301,7 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
                         routes.get(rack))
 
     with records.private_files():
-        gone = leave_first(p, opts, data, public, secrets, console, on_rack)
+        gone = leave_first(p, opts, data, public, secrets, console, on_rack, selected)
     with Board(console) as board, records.private_files():
         result = fleet.Fleet(
             selected, one,
@@ -309,14 +309,16 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
             on_rack=on_rack, on_stop=stopped, cancel=cancel, canary=opts.canary).run()
     if gone is not None:
         result.departed, result.released = [d.name for d in gone.done], gone.released
+        result.relabelled = gone.relabelled
     return result
 
 
 def leave_first(p: planmod.Plan, opts: JoinOptions, data: dict[str, Any], public: dict[str, Any] | None,
-                secrets: dict[str, Any], console: Console,
-                on_rack: Callable[[RackRun], None] | None) -> departures.Outcome | None:
-    """Before any rack joins: drain, reset and delete the nodes that leave (departures.py). They are
-    found from the cluster, so this needs the admin kubeconfig among the outputs. Raises LeaveFailed."""
+                secrets: dict[str, Any], console: Console, on_rack: Callable[[RackRun], None] | None,
+                selected: list[tuple[str, list[str]]]) -> departures.Outcome | None:
+    """Before any rack joins: drain, reset and delete the nodes that leave (departures.py), then bring the
+    remaining Nodes' labels and taints to the plan's (node_objects.py). Both start from the cluster's
+    Nodes, so this needs the admin kubeconfig among the outputs. Raises LeaveFailed."""
     kubeconfig = data.get("admin_kubeconfig")
     if not kubeconfig:
         if p.allocation.leaving:
@@ -328,38 +330,49 @@ def leave_first(p: planmod.Plan, opts: JoinOptions, data: dict[str, Any], public
         try:
             nodes = departures.env_nodes(call, p.env.name)
         except ApiError as exc:  # the racks can still be prepared; their kubeadm join says what is wrong
-            console.print(f"[yellow]the cluster did not say which nodes leave ({safe(exc)}): none leaves in this "
-                          "run[/yellow]")
+            console.print(f"[yellow]the cluster did not say which nodes leave ({safe(exc)}): none leaves and no "
+                          "Node is relabelled in this run[/yellow]")
             return None
         found = departures.select(departures.find(p, nodes), opts.rack, opts.limit)
-        whole = opts.rack is None and not opts.limit and not opts.retry_failed
+        chosen = {h for _, hosts in selected for h in hosts}
+        staying = [n for n in nodes if (n.get("metadata") or {}).get("name") in chosen - {d.name for d in found}]
         if opts.check:
             for d in found:
                 console.print(f"would drain, reset and delete {safe(d.describe())} (rack {safe(d.rack)})")
+            for name in node_objects.differing(p, staying):
+                console.print(f"would bring the labels and taints of Node {safe(name)} to the plan's")
             return None
-        outcome = departures.Outcome([], {}, [], [])
-        if whole:  # a leaving range whose Node is gone already (it never joined): nothing to drain
-            outcome.released = departures.release(p, departures.stale_leaving(p, nodes), console)
-        if not found:
-            return outcome
-        routes = receptor.routes(p, sorted({d.rack for d in found})) if opts.via == "receptor" else {}
-        reset_opts = JoinOptions(**{**opts.__dict__, "tags": None, "check": False})
+        done = departures.Outcome([], {}, [], [])
+        if opts.rack is None and not opts.limit and not opts.retry_failed:
+            # a leaving range whose Node is gone already (it never joined): nothing to drain
+            done.released = departures.release(p, departures.stale_leaving(p, nodes), console)
+        if found:
+            routes = receptor.routes(p, sorted({d.rack for d in found})) if opts.via == "receptor" else {}
+            reset_opts = JoinOptions(**{**opts.__dict__, "tags": None, "check": False})
 
-        def reset(rack: str, hosts: dict[str, str]) -> RackRun:
-            run = run_rack(p, rack, list(hosts), reset_opts, public, secrets, console, route=routes.get(rack),
-                           playbook=departures.LEAVE_PLAYBOOK,
-                           inv_data=departures.reset_inventory(p, hosts, public))
-            if on_rack:
-                on_rack(run)
-            return run
+            def reset(rack: str, hosts: dict[str, str]) -> RackRun:
+                run = run_rack(p, rack, list(hosts), reset_opts, public, secrets, console, route=routes.get(rack),
+                               playbook=departures.LEAVE_PLAYBOOK,
+                               inv_data=departures.reset_inventory(p, hosts, public))
+                if on_rack:
+                    on_rack(run)
+                return run
 
-        minutes = p.env.join
-        done = departures.leave(p, found, call, console, reset, drainmod.DrainOptions(
-            timeout_s=minutes.drain_timeout_minutes * 60, gang_wait_s=minutes.gang_wait_minutes * 60))
-    done.released = [*outcome.released, *done.released]
-    if done.failed:
-        raise departures.LeaveFailed("nodes that leave were not removed, so no rack ran: " + "; ".join(
-            f"{n}: {why}" for n, why in done.failed.items()) + " (fix it and run `skyrack join` again)")
+            minutes = p.env.join
+            released = done.released
+            done = departures.leave(p, found, call, console, reset, drainmod.DrainOptions(
+                timeout_s=minutes.drain_timeout_minutes * 60, gang_wait_s=minutes.gang_wait_minutes * 60))
+            done.released = [*released, *done.released]
+            if done.failed:
+                raise departures.LeaveFailed("nodes that leave were not removed, so no rack ran: " + "; ".join(
+                    f"{n}: {why}" for n, why in done.failed.items()) + " (fix it and run `skyrack join` again)")
+        try:
+            done.relabelled = node_objects.reconcile(call, p, staying)
+        except ApiError as exc:
+            raise departures.LeaveFailed(f"the Nodes' labels and taints could not be brought to the plan's: {exc}") \
+                from None
+        if done.relabelled:
+            console.print(f"labels and taints brought to the plan's: {safe(', '.join(done.relabelled))}")
     return done
 
 
@@ -378,4 +391,5 @@ def summary_json(result: fleet.FleetResult) -> str:
     return json.dumps({"ok": all(not fleet.failed(r) for r in runs) and not result.not_started,
                        "parallel": result.parallel, "canary": result.canary, "racks": [r.to_dict() for r in runs],
                        "not_started": result.not_started, "stopped_by": result.stopped_by,
-                       "departed": result.departed, "released": result.released}, indent=2)
+                       "departed": result.departed, "released": result.released,
+                       "relabelled": result.relabelled}, indent=2)

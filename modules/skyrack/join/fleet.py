@@ -72,6 +72,7 @@ class FleetResult:
     canary: bool = True
     departed: list[str] = field(default_factory=list)  # nodes drained, reset and deleted first (departures.py)
     released: list[str] = field(default_factory=list)  # and of those, the removed ones whose ranges the lock let go
+    relabelled: list[str] = field(default_factory=list)  # Nodes whose labels and taints were brought to the plan's
 
 
 RunRack = Callable[[str, list[str]], RackRun]
