@@ -158,7 +158,7 @@ PROSE = {
     ("etcd/cli.py", "etcd snapshots"): "--snapshot's help text",
     ("plan.py", "join"): "the comment the lock file carries over its leaving nodes",
     ("cli.py", "join"): "`plan` says which command releases a leaving node's range",
-    ("join/driver.py", "join"): "a failed departure says the next join starts it over; tests/lab/test_node_removal.py "
+    ("join/driver.py", "join"): "a failed departure says the next join starts it over; tests/lab/test_join_removal.py "
                                 "runs that join",
     ("lab/hostlimits.py", "lab down"): "the inotify warning says which lab to take down; "
                                        "tests/labhost/test_hostlimits.py checks its text",

@@ -6,8 +6,8 @@ is evicted whole, its pod on another node too), resets the host, deletes the Nod
 releases the range; the remaining nodes drop their route to it. A second join changes nothing, and
 the reset run again on the host changes nothing. Putting the node back in the file joins it again.
 
-Runs last (after test_lab.py): every worker is joined; the cluster layer may be destroyed by then,
-so the test brings its own namespace.
+Runs right after test_join.py (alphabetical order): every worker is joined and the cluster layer is up;
+the test brings its own namespace (an operator's, outside the team policies) and leaves every node joined.
 """
 
 from __future__ import annotations
