@@ -140,6 +140,8 @@ def test_a_removed_node_is_drained_reset_deleted_and_its_range_released(lab, sma
                  "/etc/systemd/system/skyrack-pod-routes.service"):
         assert lab.ssh(LEAVER, f"test -e {path} && echo present || echo absent").strip() == "absent", path
     assert lab.ssh(LEAVER, "systemctl is-active kubelet", check=False).strip() != "active"
+    # no pod's container is left running (kubeadm reset removes them through the CRI)
+    assert lab.ssh(LEAVER, "ctr -n k8s.io tasks ls -q | wc -l").strip() == "0"
     assert " via " not in lab.ssh(LEAVER, f"ip -4 route show root {p_full.env.kubernetes.pod_cidr}")
     assert lab.ssh(LEAVER, "ip link show cni0 >/dev/null 2>&1 && echo present || echo absent").strip() == "absent"
     assert "skyrack-pod-egress" not in lab.ssh(LEAVER, "iptables -w -t nat -S POSTROUTING")
