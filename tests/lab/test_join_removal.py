@@ -130,6 +130,15 @@ def test_a_removed_node_is_drained_reset_deleted_and_its_range_released(lab, sma
     assert f"{leaver.pod_cidr} via {leaver.ip}" in lab.ssh(STAYER, "ip -4 route show")
 
     runs = tmp_path / "runs"
+    # a dry run says who would leave and what would be relabelled, and changes none of it
+    proc = run_cli("join", str(smaller), "--runs-dir", str(runs), "--outputs", str(outputs), "--check", timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"would drain, reset and delete {LEAVER} (removed) (rack r01)" in proc.stderr
+    assert "would bring the labels and taints of Node r02-n01 to the plan's" in proc.stderr
+    assert kubectl(lab, "get", "node", LEAVER, check=False).returncode == 0 and len(gang()) == 2
+    assert team_of(lab, "r02-n01") == ("robotics", ["robotics"])
+    assert LEAVER in yaml.safe_load(planmod.lock_path(smaller).read_text())["leaving"]
+
     data = join(smaller, runs, outputs)
     assert data["departed"] == [LEAVER] and data["released"] == [LEAVER]
     # the whole gang went, its pod on the node that stays too: never one pod of it
