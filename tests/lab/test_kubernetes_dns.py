@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 
 import pytest
 
@@ -91,7 +92,14 @@ def test_dns_survives_a_rack_cut_off_from_the_control_plane(lab, cluster):
     for node in cut_nodes + others:  # answered before the cut: in each node's cache
         for name, ip in names.items():
             argv = ["python3", "-c", health.DNS_QUERY, name, p.node_dns_ip]
-            assert lab.ssh(node, shlex.join(argv)).strip() == ip, (node, name)
+            # Warming the caches, not the test: a first lookup once answered "no record" in a full run (not
+            # reproduced since), so each is asked until it answers. The cut below tolerates no failure.
+            got = [lab.ssh(node, shlex.join(argv), check=False).strip()]
+            deadline = time.monotonic() + 60
+            while got[-1] != ip and time.monotonic() < deadline:
+                time.sleep(3)
+                got.append(lab.ssh(node, shlex.join(argv), check=False).strip())
+            assert got[-1] == ip, (node, name, got)
 
     def ready(node: str) -> bool | None:
         return next((n["ready"] for n in lab.nodes(all_ready=False) if n["name"] == node), None)
