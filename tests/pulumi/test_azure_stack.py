@@ -382,6 +382,10 @@ def test_secrets_are_secret(stack: StackRun) -> None:
         assert is_secret(vm.inputs["osProfile"]) or is_secret(vm.inputs["osProfile"].get("customData")), vm.name
     for secret in stack.of_type("keyvault:Secret"):
         assert is_secret(secret.inputs["properties"]), secret.name
+        # ARM cannot delete a secret and the vault's data plane is closed to the deployer: a removed secret is
+        # forgotten, never a failed delete (a pool removed, destroy)
+        opts = stack.options[("azure-native:keyvault:Secret", secret.name)]
+        assert opts is not None and opts.retain_on_delete, secret.name
     names = {s.plain["secretName"] for s in stack.of_type("keyvault:Secret")}
     assert {"bootstrap-token", "pool-bootstrap-token", "kubernetes-ca-key", "etcd-ca-key", "vpn-shared-key"} <= names
     # No private key or token appears in any output that is not secret.

@@ -29,9 +29,15 @@ class Vault(pulumi.ComponentResource):
                 "network_acls": {"default_action": "Deny", "bypass": "AzureServices",
                                  "ip_rules": [{"value": str(c)} for c in env.azure.public_admin_networks]},
             }, **ctx.common(), opts=child)
+        # A secret is written through Azure Resource Manager, which has no delete for one: the provider deletes
+        # through the vault's data plane, which the firewall (public admin_cidrs only) and RBAC (no data role
+        # for the deployer) deny, so removing a pool or `destroy` failed there. Pulumi forgets a removed secret
+        # instead (retain_on_delete); `destroy` deletes the vault, through ARM, with every secret in it, and a
+        # secret left by a removed pool is deleted by hand (docs/azure.md "Operating it").
+        kept = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
         for secret_name, value in secrets.items():
             keyvault.Secret(f"kv-{secret_name}", secret_name=secret_name, vault_name=self.vault.name,
                             properties={"value": pulumi.Output.secret(value)},
-                            resource_group_name=ctx.resource_group, tags=ctx.tags, opts=child)
+                            resource_group_name=ctx.resource_group, tags=ctx.tags, opts=kept)
         self.uri: pulumi.Output[str] = self.vault.properties.apply(lambda p: p.vault_uri or "")
         self.register_outputs({"uri": self.uri})
