@@ -1,14 +1,16 @@
-"""Benchmark: cluster DNS while one rack is cut off from the control plane (issue: ten minutes).
+"""Benchmark: cluster DNS and evictions while a rack, or the whole site, is cut off from the control plane.
 
-On a lab that is up (`./dev lab`, configs/lab.yaml), the last rack's first node loses every packet to and
-from the API servers (iptables inside that node; the host is not touched) for --minutes. Meanwhile every
-node asks its DNS cache (what its pods ask) for kubernetes.default and a Service name every 2 s. Prints a
-timeline (NotReady, the unreachable taint, each pod of the cut node marked for deletion) and, per node, the
-lookups made and failed; then the cut ends and the node is waited back to Ready.
+On a lab that is up (`./dev lab`, configs/lab.yaml), the last rack's first node (with --wan: every rack's
+node, a WAN outage) loses every packet to and from the API servers (iptables inside each node; the host
+is not touched) for --minutes. Meanwhile every node asks its DNS cache (what its pods ask) for
+kubernetes.default and a Service name every 2 s. Prints a timeline (NotReady, the unreachable taint, each
+pod of a cut node marked for deletion) and, per node, the lookups made and failed; then the cut ends and
+the nodes are waited back to Ready.
 
-    sudo .venv/bin/python bench/dns_outage.py [--env configs/lab.yaml] [--minutes 10] [--json]
+    sudo .venv/bin/python bench/dns_outage.py [--env configs/lab.yaml] [--minutes 10] [--wan] [--json]
 
-tests/lab/test_kubernetes_dns.py runs the same cut for two minutes in ./dev test.
+tests/lab/test_kubernetes_dns.py runs the one-node cut for two minutes in ./dev test, and
+tests/lab/test_kubernetes_disruption.py the WAN cut for three.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--env", type=Path, default=ROOT / "configs/lab.yaml")
     ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--wan", action="store_true", help="cut every rack's node, not one (a WAN outage)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     p = planmod.make(args.env)
@@ -75,7 +79,8 @@ def main() -> int:
     svc = json.loads(kubectl(args.env, "-n", NAMESPACE, "get", "service", PROBE, "-o", "json"))
     names = {f"kubernetes.default.svc.{domain}": p.api_service_ip,
              f"{PROBE}.{NAMESPACE}.svc.{domain}": svc["spec"]["clusterIP"]}
-    victim = next(n.name for n in p.nodes if n.rack == p.env.racks[-1].name)
+    victims = [n.name for n in p.nodes] if args.wan else [next(n.name for n in p.nodes
+                                                              if n.rack == p.env.racks[-1].name)]
     coredns = [(x["metadata"]["name"], x["spec"].get("nodeName")) for x in json.loads(kubectl(
         args.env, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns", "-o", "json"))["items"]]
     seconds = args.minutes * 60
@@ -84,35 +89,44 @@ def main() -> int:
     events: list[tuple[float, str]] = []
     seen: set[str] = set()
     start = time.monotonic()
-    with outage.cut(ssh, victim, outage.control_plane_addresses(p)):
+    with ExitStack() as cuts:
+        for victim in victims:
+            cuts.enter_context(outage.cut(ssh, victim, outage.control_plane_addresses(p)))
         while time.monotonic() - start < seconds:
-            node = json.loads(kubectl(args.env, "get", "node", victim, "-o", "json"))
-            ready = _condition(node)
-            taints = {t["key"] for t in node["spec"].get("taints", [])}
-            pods = json.loads(kubectl(args.env, "get", "pods", "-A", "--field-selector", f"spec.nodeName={victim}",
-                                      "-o", "json"))["items"]
-            marks = {f"Ready={ready}"} | {f"taint {t}" for t in taints} | {
-                f"pod {x['metadata']['namespace']}/{x['metadata']['name']} marked for deletion" for x in pods
-                if x["metadata"].get("deletionTimestamp")}
+            marks = set()
+            for node in json.loads(kubectl(args.env, "get", "nodes", "-o", "json"))["items"]:
+                name = node["metadata"]["name"]
+                if name in victims:
+                    marks |= {f"{name} Ready={_condition(node)}"} | {
+                        f"{name} taint {t['key']}:{t['effect']}" for t in node["spec"].get("taints", [])}
+            pods = json.loads(kubectl(args.env, "get", "pods", "-A", "-o", "json"))["items"]
+            marks |= {f"pod {x['metadata']['namespace']}/{x['metadata']['name']} on {x['spec']['nodeName']} marked "
+                      "for deletion" for x in pods
+                      if x["metadata"].get("deletionTimestamp") and x["spec"].get("nodeName") in victims}
             for m in sorted(marks - seen):
                 events.append((time.monotonic() - start, m))
             seen |= marks
             time.sleep(5)
         rows = {n: outage.lookups(proc, 120) for n, proc in loops.items()}
-    back = outage.wait_node_condition(lambda: _ready(args.env, victim), True, 600)
-    result = {"cut_node": victim, "minutes": args.minutes, "coredns": coredns, "ready_again_after_s": round(back),
+    ended = time.monotonic()
+    for victim in victims:
+        outage.wait_node_condition(lambda v=victim: _ready(args.env, v), True, 600)
+    back = time.monotonic() - ended
+    result = {"cut_nodes": victims, "minutes": args.minutes, "coredns": coredns, "ready_again_after_s": round(back),
               "events": [{"t_s": round(t), "what": w} for t, w in events],
+              "evicted": sorted({w for _, w in events if w.endswith("marked for deletion")}),
               "lookups": {n: {"made": len(r), "failed": len(outage.failures(r, names)),
                               "first_failures": outage.failures(r, names)[:5]} for n, r in rows.items()}}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"cut: {victim} from the API servers for {args.minutes:g} min; CoreDNS on "
+    print(f"cut: {', '.join(victims)} from the API servers for {args.minutes:g} min; CoreDNS on "
           + ", ".join(f"{n} ({node})" for n, node in coredns))
     for e in result["events"]:
         print(f"  t+{e['t_s']:>4} s  {e['what']}")
     for n, r in result["lookups"].items():
         print(f"  {n:<10} {r['made']:>4} lookups, {r['failed']:>3} failed  {'; '.join(r['first_failures'])}")
+    print(f"pods marked for deletion: {len(result['evicted'])}")
     print(f"Ready again {back:.0f} s after the cut ended")
     kubectl(args.env, "delete", "namespace", NAMESPACE, "--wait=false", check=False)
     return 0

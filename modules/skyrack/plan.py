@@ -43,6 +43,11 @@ GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 TEAM_TAINT_KEY = "skyrack.io/team"  # its value is the team
 GPU_TAINT_KEY, GPU_TAINT_VALUE = "nvidia.com/gpu", "present"
 TAINT_EFFECT = "NoSchedule"  # of both taints: running pods stay, new ones need a toleration
+# On every Node in Azure (API servers, cloud pools), never on a rack's: the node-lifecycle controller leaves
+# such Nodes out of its zones' health, so a WAN outage, which takes every on-prem zone away at once, is "all
+# zones disrupted" to it and evicts nothing, while one failed node or rack is evicted as upstream does
+# (docs/azure.md "A WAN outage"). kubelet may set it itself (the node.kubernetes.io/ prefix).
+DISRUPTION_EXEMPT_LABEL = "node.kubernetes.io/exclude-disruption"
 
 
 @dataclass(frozen=True)

@@ -169,3 +169,15 @@ def test_a_node_moved_to_another_team_gets_the_plans_labels_and_taints_and_keeps
     p = planmod.make(lab_copy)
     patch = node_objects.patches(p, [as_planned])["r01-n01"]
     assert patch == {"metadata": {"labels": {planmod.TEAM_LABEL: None}}, "spec": {"taints": []}}
+
+
+def test_a_rack_node_never_keeps_the_cloud_nodes_disruption_exemption(lab_copy: Path) -> None:
+    """Exempt from the zones' health, a rack's failed node would go unseen by the node-lifecycle controller."""
+    from skyrack.join import node_objects
+
+    p = planmod.make(lab_copy)
+    node = p.nodes[0]
+    exempt = registered(node.name, {**node.labels, planmod.DISRUPTION_EXEMPT_LABEL: "true"},
+                        [node_objects.taint(t) for t in node.taints])
+    assert node_objects.patches(p, [exempt]) == {node.name: {"metadata": {"labels": {
+        planmod.DISRUPTION_EXEMPT_LABEL: None}}}}

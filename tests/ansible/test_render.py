@@ -50,6 +50,8 @@ def test_gpu_nodes_get_team_and_gpu_taints_and_labels(prod_plan):
     assert kubelet["clusterDNS"] == [prod_plan.node_dns_ip]  # the node's own cache, not kube-dns
     flags = node_files.kubelet_flags(prod_plan, gpu.name)
     assert f"nvidia.com/gpu.product={gpu.gpu_model}" in flags and f"--node-ip={gpu.ip}" in flags
+    # a rack's node counts in its zone's health, so that its failure is seen (only cloud Nodes are exempt)
+    assert planmod.DISRUPTION_EXEMPT_LABEL not in flags
 
 
 def test_a_node_without_taints_registers_with_none(lab_plan):

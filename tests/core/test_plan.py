@@ -239,7 +239,7 @@ def test_consumers_read_derived_values_from_the_plan() -> None:
 def test_label_and_taint_keys_are_spelled_once() -> None:
     """Every label key (and the team taint's) is written in plan.py only; other modules read the constant."""
     keys = {plan.ENV_LABEL, plan.RACK_LABEL, plan.TEAM_LABEL, plan.POOL_LABEL, plan.ZONE_LABEL,
-            plan.GPU_PRODUCT_LABEL, plan.GPU_COUNT_LABEL, plan.TEAM_TAINT_KEY}
+            plan.GPU_PRODUCT_LABEL, plan.GPU_COUNT_LABEL, plan.TEAM_TAINT_KEY, plan.DISRUPTION_EXEMPT_LABEL}
     found = [f"{path.relative_to(MODULES)}: {key}" for path in sorted(MODULES.rglob("*.py")) if path.name != "plan.py"
              for key in keys if f'"{key}"' in path.read_text() or f"'{key}'" in path.read_text()]
     assert found == []

@@ -13,6 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from skyrack.kube import bootstrap
+from skyrack.render import cloud_init
 from support import is_secret
 
 from .conftest import NOW, TOKEN
@@ -117,6 +118,19 @@ def test_the_api_server_may_use_the_kubelet_api_for_exec_and_logs(rendered, env)
     assert b["metadata"]["name"] == "kubeadm:apiserver-kubelet-client"
     assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                             "name": "system:kubelet-api-admin"}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_the_wan_guard_may_read_and_patch_nodes_and_nothing_else(rendered, env):
+    """skyrack-wan-guard on the API servers (docs/azure.md "A WAN outage evicts nothing") has its own identity."""
+    r = rendered(env)
+    user = cloud_init.WAN_GUARD_USER
+    assert all(_grants(r, user, verb, "nodes", None, None) for verb in ("get", "list", "patch"))
+    rules = [rule for o in r.objects("ClusterRole") if o.manifest["metadata"]["name"] == user
+             for rule in o.manifest["rules"]]
+    assert rules == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    assert [b.manifest["roleRef"]["name"] for b in r.objects("ClusterRoleBinding")
+            if user in [s["name"] for s in b.manifest["subjects"]]] == [user]
 
 
 @pytest.mark.parametrize("env", ENVS)

@@ -342,6 +342,9 @@ def test_every_apiserver_is_the_same_init_and_leaves_cluster_objects_to_the_clus
         assert sched["feature-gates"] == "GenericWorkload=true"  # upstream's GangScheduling, in the default profile
         kubelet = next(d for d in docs if d["kind"] == "KubeletConfiguration")
         assert "failCgroupV1" not in kubelet  # production nodes run cgroup v2: kubelet's refusal of v1 stays
+        # left out of the zones' health: a WAN outage is then every zone down, and evicts nothing (docs/azure.md)
+        args = {a["name"]: a["value"] for a in init["nodeRegistration"]["kubeletExtraArgs"]}
+        assert f"{planmod.DISRUPTION_EXEMPT_LABEL}=true" in args["node-labels"].split(",")
     assert kinds == {("ClusterConfiguration", "InitConfiguration", "KubeletConfiguration")}
     assert scripts == {True}
 
@@ -413,6 +416,7 @@ def test_cloud_pool_nodes_join_as_workers(stack: StackRun) -> None:
         assert join["discovery"]["bootstrapToken"]["caCertHashes"] == [stack.outputs["ca_cert_hash"]]
         kubelet = {a["name"]: a["value"] for a in join["nodeRegistration"]["kubeletExtraArgs"]}
         assert f"{planmod.POOL_LABEL}={pool.name}" in kubelet["node-labels"].split(",")
+        assert f"{planmod.DISRUPTION_EXEMPT_LABEL}=true" in kubelet["node-labels"].split(",")  # a cloud Node
         # Tainted until cloud-node-manager sets the providerID cluster-autoscaler maps to the instance.
         assert kubelet["cloud-provider"] == "external"
         assert "taints" not in join["nodeRegistration"]

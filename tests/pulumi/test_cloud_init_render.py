@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -119,6 +120,67 @@ def test_api_servers_renew_kubeadms_certificates_before_they_expire(tmp_path) ->
     assert boot.index("systemctl enable --now skyrack-certs-renew.timer") < boot.index('[ -f "$done_marker" ] && exit 0')
     # production: kubeadm's year, renewed a month ahead, checked twice a day
     assert planmod.make(CONFIGS / "prod.yaml").env.kubernetes.certificates.check_every_s == 12 * 3600
+
+
+def _wan_guard(lab, tmp_path: Path):
+    """The guard as an API server gets it, loaded as a module (its main loop is not started)."""
+    import importlib.util
+
+    plan, issued = lab
+    member = plan.members_of("apiserver")[0]
+    config = yaml.safe_load(cloud_init.apiserver(plan, member, apiserver_pki(issued, member.name),
+                                                 kubernetes_repo=REPO))
+    paths = {f["path"]: f for f in config["write_files"]}
+    assert paths["/usr/local/sbin/skyrack-wan-guard"]["permissions"] == "0755"
+    assert "ExecStart=/usr/local/sbin/skyrack-wan-guard" in paths["/etc/systemd/system/skyrack-wan-guard.service"][
+        "content"]
+    boot = paths["/usr/local/sbin/skyrack-kubeadm"]["content"]
+    assert boot.index("skyrack-wan-guard.service") < boot.index('[ -f "$done_marker" ] && exit 0')  # every boot
+    script = tmp_path / "skyrack_wan_guard.py"
+    script.write_text(paths["/usr/local/sbin/skyrack-wan-guard"]["content"])
+    spec = importlib.util.spec_from_file_location("skyrack_wan_guard", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _node(name: str, ready: bool, taints: list[tuple[str, str]], exempt: bool = False, version: str = "7") -> dict:
+    labels = {planmod.DISRUPTION_EXEMPT_LABEL: "true"} if exempt else {planmod.RACK_LABEL: "r01"}
+    return {"metadata": {"name": name, "labels": labels, "resourceVersion": version},
+            "spec": {"taints": [{"key": k, "effect": e} for k, e in taints]},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "Unknown"}]}}
+
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def test_the_wan_guard_clears_the_controllers_taint_only_when_every_rack_node_is_down(lab, tmp_path) -> None:
+    """upstream's master disruption mode leaves a taint it added in the same pass (kubernetes#111385): the
+    guard removes the controller's NoExecute taints when every counted Node is NotReady, and never else."""
+    guard = _wan_guard(lab, tmp_path)
+    team = (planmod.TEAM_TAINT_KEY, "NoSchedule")
+    racks = [_node("r01-n01", False, [team, (UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")]),
+             _node("r01-n02", False, [team, (UNREACHABLE, "NoSchedule")]),
+             _node("r02-n01", False, [("node.kubernetes.io/not-ready", "NoExecute"), ("gpu-broken", "NoExecute")])]
+    apiserver = _node("apiserver-0", True, [(UNREACHABLE, "NoExecute")], exempt=True)  # a cloud Node: not counted
+    got = {name: (version, [(t["key"], t["effect"]) for t in keep])
+           for name, version, keep in guard.to_clear([apiserver, *racks])}
+    assert got == {"r01-n01": ("7", [team, (UNREACHABLE, "NoSchedule")]),  # NoSchedule stays: nothing new lands
+                   "r02-n01": ("7", [("gpu-broken", "NoExecute")])}  # only the controller's are the guard's
+    # one rack node still answers: a node or rack failure, upstream's to evict as it documents
+    assert guard.to_clear([apiserver, *racks[:2], {**racks[2], "status": {"conditions": [
+        {"type": "Ready", "status": "True"}]}}]) == []
+    assert guard.to_clear([apiserver]) == []  # no rack node at all: nothing to decide
+
+    calls = []
+    guard.credentials = lambda: None
+    guard.kubectl = lambda *args: calls.append(args) or (json.dumps({"items": [apiserver, *racks]})
+                                                          if args[0] == "get" else "")
+    assert guard.once() == ["r01-n01", "r02-n01"]
+    patch = json.loads(calls[1][-1])
+    # only the Node as it was read: a changed Node fails the test and is looked at again next round
+    assert calls[1][:4] == ("patch", "node", "r01-n01", "--type=json")
+    assert patch[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
 
 
 def test_user_data_fits_azure_custom_data() -> None:

@@ -137,6 +137,14 @@ def join_rbac() -> list[o.Manifest]:
     ]
 
 
+def wan_guard_rbac() -> list[o.Manifest]:
+    """What skyrack-wan-guard on each API server may do (render.cloud_init.wan_guard_script): read Nodes, and
+    patch them to remove the NoExecute taint the node-lifecycle controller left during a WAN outage."""
+    name = cloud_init.WAN_GUARD_USER
+    return [o.cluster_role(name, [o.rule([""], ["nodes"], ["get", "list", "patch"])]),
+            o.binding(name, "ClusterRole", name, [o.subject("User", name)])]
+
+
 def kube_proxy(p: planmod.Plan, endpoint: Any) -> list[o.Manifest]:
     k = p.env.kubernetes
     conf = {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
@@ -368,6 +376,7 @@ def manifests(p: planmod.Plan, *, endpoint: Any, ca_cert_pem: Any, token_id: Any
               data={"ClusterConfiguration": o.lift(lambda e: cluster_configuration(p, e), endpoint)}),
         o.obj("v1", "ConfigMap", "kubelet-config", KUBE_SYSTEM, data={"kubelet": _yaml(kubelet_configuration(p))}),
         *join_rbac(),
+        *wan_guard_rbac(),
         *kube_proxy(p, endpoint),
         *coredns(p, cluster.versions.coredns),
         *node_dns(p, cluster.versions.coredns),

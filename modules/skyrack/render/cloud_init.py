@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import yaml
 
 from ..config.schema import ExecutionNode
-from ..plan import ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
+from ..plan import DISRUPTION_EXEMPT_LABEL, ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
 from ..scheduler import RUNTIME_CONFIG, feature_gates, scheduler_config_yaml
 from . import render
 
@@ -183,6 +183,11 @@ def events_servers_override(plan: Plan) -> str | None:
 # every API server VM is interchangeable and no object has two owners.
 SKIPPED_INIT_PHASES = ("upload-config", "upload-certs", "bootstrap-token", "addon", "show-join-command")
 SCHEDULER_CONFIG = "/etc/kubernetes/skyrack-scheduler.yaml"
+# skyrack-wan-guard (templates/cloud-init/wan-guard.py.j2) on every API server: its identity, which the cluster
+# layer lets get, list and patch Nodes (kube.bootstrap.wan_guard_rbac), and how often it looks.
+WAN_GUARD_USER = "skyrack:wan-guard"
+WAN_GUARD_EVERY_S = 10
+WAN_GUARD_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")  # the controller's NoExecute ones
 
 
 def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo: str) -> str:
@@ -192,7 +197,7 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
     # Every API server is the same `kubeadm init` (shared CA and service-account keys), with the
     # phases that write cluster objects skipped: those come from the cluster layer (skyrack.kube).
     ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init", node_label=member.name,
-                           kubelet_args=[("node-ip", member.ip)])
+                           kubelet_args=[("node-ip", member.ip), ("node-labels", f"{DISRUPTION_EXEMPT_LABEL}=true")])
     ctx.update(member=member, **_cluster_context(plan), scheduler_config=scheduler_config_yaml(plan.env),
                kubelet_config=yaml.safe_dump(kubelet_configuration(plan), sort_keys=False),
                skip_phases=",".join(SKIPPED_INIT_PHASES),
@@ -203,7 +208,15 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
     return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit,
                   certs_renew_script=render("cloud-init/kubeadm-certs-renew.sh.j2", **renew),
                   certs_renew_service=render("cloud-init/kubeadm-certs-renew.service.j2", **renew),
-                  certs_renew_timer=render("cloud-init/kubeadm-certs-renew.timer.j2", **renew))
+                  certs_renew_timer=render("cloud-init/kubeadm-certs-renew.timer.j2", **renew),
+                  wan_guard_script=wan_guard_script(member),
+                  wan_guard_service=render("cloud-init/wan-guard.service.j2", member=member))
+
+
+def wan_guard_script(member: Member) -> str:
+    """/usr/local/sbin/skyrack-wan-guard of an API server (docs/azure.md "A WAN outage evicts nothing")."""
+    return render("cloud-init/wan-guard.py.j2", member=member, exempt_label=DISRUPTION_EXEMPT_LABEL,
+                  taint_keys=list(WAN_GUARD_TAINTS), client=WAN_GUARD_USER, every_s=WAN_GUARD_EVERY_S, validity_h=24)
 
 
 def _cluster_context(plan: Plan) -> dict:
@@ -247,7 +260,7 @@ def kubeadm_api(plan: Plan) -> str:
 
 def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: str) -> str:
     """User-data of a cloud-pool node: kubeadm joins it as a worker labelled with its pool."""
-    labels = {ENV_LABEL: plan.env.name, POOL_LABEL: pool.name}
+    labels = {ENV_LABEL: plan.env.name, POOL_LABEL: pool.name, DISRUPTION_EXEMPT_LABEL: "true"}
     ctx = _kubeadm_context(plan, kubernetes_repo, join, mode="worker", node_label=f"a node of pool {pool.name}",
                            kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items())),
                                          # cloud-node-manager (cluster layer) sets the providerID the autoscaler needs
