@@ -41,8 +41,23 @@ class KubernetesBuild:
             "coredns": f"{registry}/coredns/coredns:{self.coredns}",
             "pause": f"{registry}/pause:{self.pause}",
             "agnhost": f"{registry}/e2e-test-images/agnhost:{self.agnhost}",
+            "prometheus": PROMETHEUS_IMAGE,
         }
 
+
+def prometheus_release(module_version: str) -> str:
+    """Prometheus' release for its Go module's version, as the project tags its module: 2.x as
+    `v0.<minor>.<patch>` (v0.55.1 is 2.55.1), 3.x on as `v0.<major><minor:02>.<patch>` (v0.316.0 is 3.16.0)."""
+    _, minor, patch = (int(n) for n in module_version.lstrip("v").split("."))
+    return f"{minor // 100}.{minor % 100}.{patch}" if minor >= 300 else f"2.{minor}.{patch}"
+
+
+# The cluster layer's monitoring. Debian 12's prometheus package is built without Kubernetes service
+# discovery (its config refuses `kubernetes_sd_configs`), so the site's image is built from Prometheus' Go
+# module like the other programs, with only the file, HTTP and Kubernetes discovery compiled in.
+PROMETHEUS_MODULE_VERSION = "v0.316.0"
+PROMETHEUS_GO = "1.26.7"
+PROMETHEUS_IMAGE = f"quay.io/prometheus/prometheus:v{prometheus_release(PROMETHEUS_MODULE_VERSION)}"
 
 KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
     b.version: b

@@ -215,8 +215,23 @@ def test_lab_kubernetes_version_must_be_one_the_lab_builds(tmp_path: Path) -> No
 
 def test_lab_images_must_be_the_ones_it_builds(tmp_path: Path) -> None:
     path = write_env(tmp_path, lambda d: d["cluster"]["versions"].update(
-        coredns="registry.k8s.io/coredns/coredns:v1.12.0"), base="lab")
-    rejects(path, "cluster.versions.coredns: the lab builds registry.k8s.io/coredns/coredns:v1.14.6")
+        coredns="registry.k8s.io/coredns/coredns:v1.12.0", prometheus="quay.io/prometheus/prometheus:v2.55.1"),
+        base="lab")
+    rejects(path, "cluster.versions.coredns: the lab builds registry.k8s.io/coredns/coredns:v1.14.6",
+            "cluster.versions.prometheus: the lab builds quay.io/prometheus/prometheus:v3.16.0")
+
+
+def test_the_default_prometheus_is_the_release_the_site_builds() -> None:
+    """An environment that names no Prometheus runs the one skyrack builds (lab) and pins (dev, prod)."""
+    from skyrack import upstream
+    from skyrack.config.schema import Versions
+
+    assert [upstream.prometheus_release(v) for v in ("v0.316.0", "v0.300.1", "v0.55.1")] == \
+        ["3.16.0", "3.0.1", "2.55.1"]
+    assert Versions().prometheus == upstream.PROMETHEUS_IMAGE
+    for env in ("dev", "prod"):
+        pinned = yaml.safe_load((CONFIGS / f"{env}.yaml").read_text())["cluster"]["versions"]["prometheus"]
+        assert pinned == upstream.PROMETHEUS_IMAGE, env
 
 
 def test_lab_containerd_and_etcd_must_be_the_ones_it_builds(tmp_path: Path) -> None:

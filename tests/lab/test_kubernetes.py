@@ -15,11 +15,12 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 
 import pytest
 
 from skyrack import plan as planmod
-from skyrack.kube import bootstrap, health, isolation
+from skyrack.kube import bootstrap, health, isolation, monitoring
 from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -164,6 +165,49 @@ def test_every_built_image_pulls_through_the_registry_mirror(lab, cluster):
     for ref in upstream.KUBERNETES_BUILDS[p.env.kubernetes.version].images().values():
         lab.ssh("r01-n01", f"ctr -n k8s.io images pull --hosts-dir /etc/containerd/certs.d {ref} >/dev/null")
         assert ref in lab.ssh("r01-n01", f"ctr -n k8s.io images ls -q name=={ref}")
+
+
+def test_prometheus_runs_and_every_target_it_finds_is_up(lab, cluster):
+    """The cluster layer's monitoring on the image the lab builds from Prometheus' module: Running, and
+    scraping the API server, every Node's kubelet and cAdvisor (through the API server's node proxy) and the
+    annotated pods (CoreDNS, every node's DNS cache), each target up.
+
+    Its API is read from the node it runs on: in the lab the API servers have no route to pod addresses (in
+    Azure the VNet sends the on-prem pod ranges over the VPN), so the API server's service proxy cannot
+    reach it here."""
+    kubectl(lab, "-n", monitoring.NAMESPACE, "rollout", "status", "deployment/prometheus", "--timeout=300s")
+    (prom,) = [p for p in json.loads(kubectl(lab, "-n", monitoring.NAMESPACE, "get", "pods", "-l",
+                                             "app.kubernetes.io/name=prometheus", "-o", "json"))["items"]
+               if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+    url = f"http://{prom['status']['podIP']}:9090/api/v1/targets"
+    fetch = f"python3 -c {shlex.quote(f'import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read().decode())')}"
+    nodes = {n["name"] for n in cluster["nodes"]}
+    pods = json.loads(kubectl(lab, "get", "pods", "-A", "-o", "json"))["items"]
+    annotated = {p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"
+                 and p["metadata"].get("annotations", {}).get("prometheus.io/scrape") == "true"}
+    assert len(annotated) > len(nodes), annotated  # a DNS cache on every node, and CoreDNS
+    deadline, seen = time.monotonic() + 240, {}
+    while time.monotonic() < deadline:  # every target is scraped within a scrape interval (30 s) of being found
+        targets = json.loads(lab.ssh(prom["spec"]["nodeName"], fetch))["data"]["activeTargets"]
+        seen = {}
+        for t in targets:
+            # a node's targets carry its labels (labelmap: kubernetes_io_hostname), a pod's its name
+            key = (t["labels"]["job"], t["labels"].get("kubernetes_io_hostname") or t["labels"].get("pod")
+                   or t["labels"]["instance"])
+            seen[key] = (t["health"], t.get("lastError", ""))
+        if seen and all(h == "up" for h, _ in seen.values()) and \
+                {n for job, n in seen if job == "kubernetes-pods"} >= annotated:
+            break
+        time.sleep(5)
+    down = {k: v for k, v in seen.items() if v[0] != "up"}
+    assert not down, down
+    by_job: dict[str, set] = {}
+    for job, who in seen:
+        by_job.setdefault(job, set()).add(who)
+    assert len(by_job["kubernetes-apiservers"]) == len(planmod.make(lab.env).members_of("apiserver")), by_job
+    assert by_job["kubernetes-nodes"] == nodes, by_job  # every Node's kubelet, the control plane's too
+    assert by_job["kubernetes-cadvisor"] == nodes, by_job
+    assert by_job["kubernetes-pods"] >= annotated, by_job
 
 
 def test_an_init_that_did_not_finish_succeeds_when_the_bootstrap_runs_again(lab, cluster):

@@ -4,7 +4,8 @@ Each image is an OCI layout made with `umoci` (Debian's package): a root filesys
 out here, one layer, the entrypoint and user upstream's image has. Most are a static
 binary on an empty filesystem, as upstream's distroless images are; kube-proxy also needs
 iptables, so it gets a Debian minbase root with iptables and conntrack, as upstream's
-image does. `skopeo` copies a layout into the lab's registry (`publish`).
+image does. Prometheus (the cluster layer's monitoring) is upstream's layout: /bin/prometheus, run as
+nobody, /prometheus its working and data directory. `skopeo` copies a layout into the lab's registry (`publish`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from . import mirrors
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 NONROOT = 65532  # upstream's distroless "nonroot" user
+NOBODY = 65534  # upstream's Prometheus image runs as nobody
 PROXY_PACKAGES = ("iptables", "conntrack", "kmod")
 
 
@@ -44,8 +46,9 @@ SPECS = (
     ImageSpec("kube-proxy", ("kube-proxy",), ("/usr/local/bin/kube-proxy",), debian=True),
     # upstream's e2e image, for the lab's cluster tests (not part of a cluster)
     ImageSpec("agnhost", ("agnhost",), ("/agnhost",)),
+    ImageSpec("prometheus", ("prometheus",), ("/bin/prometheus",), user=NOBODY),
 )
-TARGET = {"coredns": "coredns", "pause": "pause", "agnhost": "agnhost"}
+TARGET = {"coredns": "coredns", "pause": "pause", "agnhost": "agnhost", "prometheus": "bin/prometheus"}
 
 
 def _run(cmd: list[str], log, what: str) -> None:
@@ -60,8 +63,9 @@ def _skeleton(root: Path) -> None:
     (root / "etc").mkdir(parents=True, exist_ok=True)
     (root / "tmp").mkdir(mode=0o1777, exist_ok=True)
     (root / "etc/passwd").write_text(f"root:x:0:0:root:/root:/sbin/nologin\n"
-                                     f"nonroot:x:{NONROOT}:{NONROOT}::/home/nonroot:/sbin/nologin\n")
-    (root / "etc/group").write_text(f"root:x:0:\nnonroot:x:{NONROOT}:\n")
+                                     f"nonroot:x:{NONROOT}:{NONROOT}::/home/nonroot:/sbin/nologin\n"
+                                     f"nobody:x:{NOBODY}:{NOBODY}:nobody:/nonexistent:/sbin/nologin\n")
+    (root / "etc/group").write_text(f"root:x:0:\nnonroot:x:{NONROOT}:\nnogroup:x:{NOBODY}:\n")
     certs = Path("/etc/ssl/certs/ca-certificates.crt")
     if certs.exists():
         (root / "etc/ssl/certs").mkdir(parents=True, exist_ok=True)
@@ -110,7 +114,7 @@ def build(b: KubernetesBuild, bins: Binaries, suite: str, say: Say) -> Path:
     refs = b.images()
     entry = Entry("images", b.tag, {"recipe": RECIPE_VERSION, "images": refs, "suite": suite,
                                     "binaries": sorted({str(p) for p in (bins.kubernetes, bins.coredns,
-                                                                         bins.pause)}),
+                                                                         bins.pause, bins.prometheus)}),
                                     "proxy_packages": PROXY_PACKAGES})
 
     def make(out: Path) -> None:

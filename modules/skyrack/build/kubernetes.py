@@ -1,4 +1,4 @@
-"""The programs a cluster runs, from the Go module proxy: Kubernetes, CoreDNS, pause, containerd and etcd.
+"""The programs a cluster runs, from the Go module proxy: Kubernetes, CoreDNS, pause, containerd, etcd, Prometheus.
 
 * **Kubernetes** (`k8s.io/kubernetes`): its go.mod points every `k8s.io/<staging>` module at
   `./staging/...`, which the module zip does not carry. A wrapper module requires
@@ -46,6 +46,7 @@ class Binaries:
     pause: Path
     containerd: Path
     etcd: Path
+    prometheus: Path
 
     def path(self, name: str) -> Path:
         if name in K8S_COMMANDS + E2E_COMMANDS:
@@ -54,6 +55,8 @@ class Binaries:
             return self.containerd / name
         if name in programs.ETCD.commands:
             return self.etcd / name
+        if name in programs.PROMETHEUS.commands:
+            return self.prometheus / name
         return {"coredns": self.coredns / "bin/coredns", "pause": self.pause / "bin/pause"}[name]
 
 
@@ -197,4 +200,5 @@ def all_binaries(b: KubernetesBuild, say: Say) -> Binaries:
     """Build (or find in the cache) every program a cluster of version `b` runs."""
     go.require_go()
     return Binaries(kubernetes=kubernetes(b, say), coredns=coredns(b, say), pause=pause(b, say),
-                    containerd=programs.build(programs.CONTAINERD, say), etcd=programs.build(programs.ETCD, say))
+                    containerd=programs.build(programs.CONTAINERD, say), etcd=programs.build(programs.ETCD, say),
+                    prometheus=programs.build(programs.PROMETHEUS, say))

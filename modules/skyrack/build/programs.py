@@ -1,4 +1,4 @@
-"""Upstream programs built from one Go module release in a wrapper module: Receptor, containerd, etcd.
+"""Upstream programs built from one Go module release in a wrapper module: Receptor, containerd, etcd, Prometheus.
 
 A wrapper module requires the release and builds its commands, so the `replace` lines of the
 release's own go.mod (paths into its monorepo, which the module zip does not carry) do not
@@ -31,6 +31,7 @@ class GoProgram:
     version_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # default: --version
     tags: str = ""
     recipe: int = 1
+    reports: str = ""  # the version the binaries print, when it is not the module's (Prometheus)
 
     def entry(self) -> Entry:
         meta: dict[str, object] = {"recipe": self.recipe, "go": go.version(), "module": self.requires[0]}
@@ -39,7 +40,7 @@ class GoProgram:
         return Entry(self.component, self.version, meta)
 
     def ldflags(self) -> str:
-        bare = self.version.lstrip("v")
+        bare = self.reports or self.version.lstrip("v")
         return " ".join(["-s", "-w", *(f"-X {s.format(version=self.version, bare=bare)}" for s in self.stamps)])
 
 
@@ -81,9 +82,9 @@ def build(p: GoProgram, say: Say = print) -> Path:
                                       check=False)
                 said = f"{proc.stdout.strip()} {proc.stderr.strip()}"
                 log.write(f"{name} {' '.join(check)}: {said}\n")
-                if p.version.lstrip("v") not in said:
+                if (p.reports or p.version.lstrip("v")) not in said:
                     raise BuildError(f"{p.component} {p.version}: {name} {' '.join(check)} does not report "
-                                     f"{p.version}; see {log.name}")
+                                     f"{p.reports or p.version}; see {log.name}")
             shutil.rmtree(src)
     go.require_go()
     return ensure(e, make, say) / "bin"
@@ -112,3 +113,14 @@ ETCD = GoProgram(
      "etcdutl": "go.etcd.io/etcd/etcdutl/v3"},
     ("go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/etcdctl/v3", "go.etcd.io/etcd/etcdutl/v3"),
     version_args={"etcdctl": ("version",), "etcdutl": ("version",)})
+
+PROMETHEUS = GoProgram(
+    "prometheus", upstream.PROMETHEUS_MODULE_VERSION, upstream.PROMETHEUS_GO,
+    {"prometheus": "github.com/prometheus/prometheus/cmd/prometheus"}, ("github.com/prometheus/prometheus",),
+    stamps=("github.com/prometheus/common/version.Version={bare}",
+            "github.com/prometheus/common/version.Revision=skyrack"),
+    # the cluster layer's scrape configs discover through Kubernetes only (kube/monitoring.py); upstream's own
+    # build tags leave out the cloud discoveries and their SDKs. The web UI's assets are not embedded
+    # (`builtinassets` needs an npm build): the API, /-/ready and /metrics serve, the UI pages do not.
+    tags="remove_all_sd enable_kubernetes_sd",
+    reports=upstream.prometheus_release(upstream.PROMETHEUS_MODULE_VERSION))

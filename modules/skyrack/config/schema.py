@@ -652,7 +652,7 @@ class Versions(Strict):
     dcgm_exporter: ImageRef = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
     gpu_health_check: ImageRef = "nvcr.io/nvidia/cuda:12.6.3-base-ubuntu22.04"
     kubectl: ImageRef = "docker.io/alpine/k8s:1.37.2"  # the GPU health check's tainter: needs sh and kubectl
-    prometheus: ImageRef = "quay.io/prometheus/prometheus:v2.55.1"
+    prometheus: ImageRef = "quay.io/prometheus/prometheus:v3.16.0"  # upstream.PROMETHEUS_IMAGE
     cluster_autoscaler: ImageRef = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.37.0"
 
 

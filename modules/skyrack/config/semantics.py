@@ -144,7 +144,8 @@ def _lab_problems(env: Environment, builds: bool = True) -> list[tuple[str, str]
                                           f"(known to build: {upstream.known_versions()})"))
     elif env.mirrors.kubernetes is not None:  # the lab builds and serves these images itself
         built = build.images()
-        for fld, image in (("coredns", built["coredns"]), ("pause", built["pause"])):
+        for fld, image in (("coredns", built["coredns"]), ("pause", built["pause"]),
+                           ("prometheus", built["prometheus"])):
             if getattr(env.cluster.versions, fld) != image:
                 out.append((f"cluster.versions.{fld}", f"the lab builds {image} for Kubernetes "
                                                        f"{env.kubernetes.version}; set that"))
