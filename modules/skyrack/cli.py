@@ -143,7 +143,14 @@ def print_plan(p: planmod.Plan, wrote: bool) -> None:
     out.print(f"[bold]{safe(env.name)}[/bold] ({safe(p.source)}): {len(p.nodes)} on-prem nodes in {len(env.racks)} "
               f"racks, {env.cloud_max_nodes} cloud pool nodes at most; Kubernetes {safe(env.kubernetes.version)}")
     out.print(f"API servers: {env.control_plane.apiservers.count} x {safe(sz.apiserver_vm_size)} "
-              f"(model: {sz.apiserver_heap_gib} GiB heap, {sz.apiserver_memory_gib} GiB needed for {sz.nodes} nodes)")
+              f"(model: {sz.apiserver_heap_gib} GiB heap, {sz.apiserver_memory_gib} GiB and {sz.apiserver_cores} vCPUs "
+              f"needed for {sz.nodes} nodes)")
+    t = p.tuning
+    out.print(f"Load settings for {t.nodes} nodes: API server inflight {t.max_requests_inflight} reads / "
+              f"{t.max_mutating_requests_inflight} mutations, goaway-chance {t.goaway_chance}, shutdown delay "
+              f"{t.shutdown_delay_s} s, audit log <= {t.audit_log_bound_mib} MiB; controller manager "
+              f"{t.controller_manager_qps}/{t.controller_manager_burst} QPS/burst, scheduler "
+              f"{t.scheduler_qps}/{t.scheduler_burst}")
     events = " + events cluster" if env.control_plane.etcd.events_cluster else ""
     out.print(f"etcd: {env.control_plane.etcd.count} x {safe(sz.etcd_vm_size)}{events} "
               f"(quota {env.control_plane.etcd.quota_backend_gib} GiB, local NVMe)")
@@ -157,9 +164,11 @@ def print_plan(p: planmod.Plan, wrote: bool) -> None:
     racks: dict[str, list[planmod.NodeVars]] = {}
     for n in p.nodes:
         racks.setdefault(n.rack, []).append(n)
-    table("Racks", ("rack", "team", "gpus", "nodes", "first node", "pod ranges"),
+    table("Racks", ("rack", "team", "gpus", "nodes", "first node", "pod ranges", "kubelet keeps"),
           ((name, nodes[0].team or "-", f"{nodes[0].gpu_count} x {nodes[0].gpu_model}" if nodes[0].gpu_model else "-",
-            len(nodes), f"{nodes[0].name} {nodes[0].ip}", f"{nodes[0].pod_cidr} ..") for name, nodes in racks.items()))
+            len(nodes), f"{nodes[0].name} {nodes[0].ip}", f"{nodes[0].pod_cidr} ..",
+            nodes[0].reservation.short() if nodes[0].reservation else "- (no hardware)")
+           for name, nodes in racks.items()))
     pod_ips = sum(2 ** (32 - int(n.pod_cidr.split("/")[1])) for n in p.nodes)
     out.print(f"Pod addresses allocated on-prem: {pod_ips:,} (capacity {len(p.nodes) * p.max_pods:,} pods)")
     a = p.allocation

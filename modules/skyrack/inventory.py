@@ -96,6 +96,8 @@ def rack_vars(node: NodeVars, plan: Plan) -> dict[str, Any]:
         "skyrack_max_pods": node.max_pods,
         "skyrack_node_labels": node.labels,
         "skyrack_node_taints": node.taints,
+        # the rack's `hardware` gives its kubelets' reservations and eviction thresholds (skyrack.tuning)
+        "skyrack_kubelet_reserved": node.reservation.kubelet_fields() if node.reservation else {},
     })
 
 

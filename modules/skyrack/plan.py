@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from . import config, files, ipam, sizing
+from . import config, files, ipam, sizing, tuning
 from .errors import InputError, Problem, printable
 
 IPv4Net = ipaddress.IPv4Network
@@ -62,6 +62,7 @@ class Member:
     vm_size: str
     fqdn: str
     subnet: str
+    reservation: tuning.Reservation | None = None  # its kubelet's (API servers), from vm_size
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class NodeVars:
     max_pods: int
     labels: dict[str, str]
     taints: list[str]
+    reservation: tuning.Reservation | None = None  # kubelet's, from the rack's `hardware`
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class PoolPlan:
     max: int
     pod_cidr: str  # the pool's whole pod range (one prefix in the VNet address space)
     max_pods: int
+    reservation: tuning.Reservation  # kubelet's, from the VM size (or the pool's `hardware`)
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Plan:
     nodes: list[NodeVars]
     pools: list[PoolPlan]
     sizing: sizing.Sizing
+    tuning: tuning.ControlPlane  # the control plane's load settings (API server, controller manager, scheduler)
     allocation: ipam.Allocation = field(repr=False)
     api_service_ip: str  # the `kubernetes` Service's cluster IP (a SAN of every API server's certificate)
     dns_service_ip: str  # kube-dns's cluster IP: what every node's DNS cache forwards the cluster's names to
@@ -148,6 +152,7 @@ class Plan:
                       "vnet_address_space": self.vnet_address_space},
             "apiserver_endpoint": self.apiserver_endpoint,
             "sizing": asdict(self.sizing),
+            "tuning": {**asdict(self.tuning), "audit_log_bound_mib": self.tuning.audit_log_bound_mib},
             "members": [asdict(m) for m in self.members],
             "pools": [asdict(p) for p in self.pools],
             "onprem_pod_ranges": self.onprem_pod_ranges,
@@ -310,6 +315,8 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
     sz = sizing.size(env.node_count, env.control_plane.etcd.quota_backend_gib,
                      env.control_plane.apiservers.vm_size, env.control_plane.etcd.vm_size)
     zones = env.azure.zones
+    api_hw = sizing.vm_hardware(sz.apiserver_vm_size)
+    api_reservation = tuning.kubelet_reservation(*api_hw) if api_hw else None
     members: list[Member] = []
     counts = {"apiserver": env.control_plane.apiservers.count, "etcd": env.control_plane.etcd.count,
               "etcd-events": env.control_plane.etcd.count if env.control_plane.etcd.events_cluster else 0}
@@ -322,6 +329,7 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
                 zone=zones[i % len(zones)] if zones else None,
                 vm_size=sz.apiserver_vm_size if role == "apiserver" else sz.etcd_vm_size,
                 fqdn=f"{role}-{i}.{env.dns_zone}", subnet=str(subnet),
+                reservation=api_reservation if role == "apiserver" else None,
             ))
     lb_ip = str(ipam.load_balancer_ip(subnets["apiservers"]))
     # The lab has no load balancer: its single API-server endpoint is the first member.
@@ -345,13 +353,15 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
             name=node.name, ip=str(node.ip), rack=rack.name, team=rack.team,
             gpu_model=rack.gpu.model if rack.gpu else None, gpu_count=rack.gpu.count if rack.gpu else 0,
             pod_cidr=str(alloc.nodes[node.name]), max_pods=max_pods, labels=labels, taints=taints,
+            reservation=rack.hardware.reservation if rack.hardware else None,
         ))
-    pools = [PoolPlan(name=p.name, vm_size=p.vm_size, min=p.min, max=p.max,
-                      pod_cidr=str(alloc.pools[p.name]), max_pods=max_pods) for p in env.cloud_pools]
+    pools = [PoolPlan(name=p.name, vm_size=p.vm_size, min=p.min, max=p.max, pod_cidr=str(alloc.pools[p.name]),
+                      max_pods=max_pods, reservation=p.reservation) for p in env.cloud_pools]
     service_cidr = env.kubernetes.service_cidr
     return Plan(env=env, source=source, subnets={k: str(v) for k, v in subnets.items()},
                 apiserver_lb_ip=lb_ip, apiserver_endpoint=f"https://{endpoint_ip}:6443",
                 members=members, nodes=nodes, pools=pools, sizing=sz, allocation=alloc,
+                tuning=tuning.control_plane(env.node_count, env.control_plane.apiservers.count),
                 api_service_ip=str(ipam.service_ip(service_cidr, ipam.API_SERVICE_INDEX)),
                 dns_service_ip=str(ipam.service_ip(service_cidr, ipam.DNS_SERVICE_INDEX)), max_pods=max_pods)
 

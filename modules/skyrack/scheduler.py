@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from . import config
+from . import config, tuning
 
 DEFAULT_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
 POD_GROUP_API = "scheduling.k8s.io/v1beta1"
@@ -35,12 +35,13 @@ def feature_gates() -> str:
 
 def scheduler_config(env: config.Environment, kubeconfig: str = DEFAULT_KUBECONFIG) -> dict[str, Any]:
     """KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): upstream's default profile, which has
-    the GangScheduling plugin when the feature gate is on; one leader-elected scheduler per API-server VM."""
-    del env  # the same for every environment today; the load settings of a large cluster will come from it
+    the GangScheduling plugin when the feature gate is on; one leader-elected scheduler per API-server VM.
+    Its client's QPS and burst follow the cluster's size (skyrack.tuning)."""
+    load = tuning.control_plane(env.node_count, env.control_plane.apiservers.count)
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig},
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": load.scheduler_qps, "burst": load.scheduler_burst},
         "leaderElection": {"leaderElect": True, "resourceNamespace": "kube-system", "resourceName": "kube-scheduler"},
         "profiles": [{"schedulerName": "default-scheduler"}],
     }

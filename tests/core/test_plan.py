@@ -163,7 +163,7 @@ def test_sizing_model_is_calibrated_on_the_published_figure() -> None:
     vm_memory = {n: m for n, _, m in sizing.APISERVER_SIZES}
     assert vm_memory[s.apiserver_vm_size] >= s.apiserver_memory_gib
     assert s.etcd_vm_size.startswith("Standard_L"), "etcd always gets local NVMe"
-    assert sizing.size(15000).apiserver_vm_size != s.apiserver_vm_size
+    assert sizing.size(30000).apiserver_vm_size != s.apiserver_vm_size
     assert sizing.size(10).apiserver_vm_size == "Standard_E2s_v5"
     assert sizing.size(7500, apiserver_vm="Standard_E64s_v5").apiserver_vm_size == "Standard_E64s_v5"
 
@@ -177,7 +177,7 @@ def test_prod_plan_is_sized_for_its_nodes() -> None:
 def test_plan_text_summarises_for_a_reviewer(env_copy) -> None:
     proc = run_cli("plan", str(env_copy("dev")))
     assert proc.returncode == 0, proc.stderr
-    assert "API servers: 3 x Standard_E2s_v5" in proc.stdout
+    assert "API servers: 3 x Standard_E8s_v5" in proc.stdout  # 104 nodes: 8 vCPUs (sizing)
     assert "Lock " in proc.stdout and "up to date" in proc.stdout
 
 

@@ -72,6 +72,8 @@ CASES = [
      [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.37/deb/")],
      [lambda d: d["mirrors"].update(kubernetes="https://mirror.example.org/kubernetes/v1.37/deb/"),
       lambda d: d["kubernetes"].update(version="1.38.0")], ("mirrors.kubernetes", "serves 1.37 packages")),
+    ("racks-declare-hardware", [production], [production, lambda d: d["racks"][0].pop("hardware")],
+     ("racks[0].hardware", "rack r01 declares no hardware")),
     ("kubernetes-version-supported", [production, lambda d: d["kubernetes"].update(version="1.37.2")],
      [production, lambda d: d["kubernetes"].update(version="1.31.2")],
      ("kubernetes.version", "reached its end of life on 2025-10-28")),

@@ -103,7 +103,7 @@ def cp(d: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("edit", "text", "risk"), [
     (lambda d: cp(d)["apiservers"].update(count=5), "API servers 3 → 5", "caution"),
-    (lambda d: cp(d)["apiservers"].update(vm_size="Standard_E8s_v5"), "rolling replacement", "caution"),
+    (lambda d: cp(d)["apiservers"].update(vm_size="Standard_E16s_v5"), "rolling replacement", "caution"),
     (lambda d: cp(d)["etcd"].update(count=5), "etcd 3 → 5 members: a membership change", "danger"),
     (lambda d: cp(d)["etcd"].update(vm_size="Standard_L16s_v3"), "quorum risk", "danger"),
     (lambda d: cp(d)["etcd"].update(events_cluster=True), "separate etcd cluster for events", "caution"),
@@ -119,7 +119,7 @@ def test_more_nodes_resize_auto_sized_api_servers(repo: GitRepo):
     """A pool growing to 1,000 nodes: the consequence, not the field, is what matters."""
     repo.edit("dev", lambda d: d["cloud_pools"][0].update(max=1000))
     changes = only(repo.diff())
-    resize = find(changes, "API-server VMs Standard_E2s_v5 → Standard_E4s_v5")
+    resize = find(changes, "API-server VMs Standard_E8s_v5 → Standard_E32s_v5")  # > 500 nodes: 32 vCPUs
     assert resize.risk == "caution" and "sized for 106 → 1,006 nodes" in resize.message
     assert find(changes, "cpu: 0 to 100 → 0 to 1000 nodes").risk == "info"
     # the pool outgrows its pod range (its subnet): a new range, every node of the pool re-created

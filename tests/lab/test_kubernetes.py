@@ -210,6 +210,54 @@ def test_prometheus_runs_and_every_target_it_finds_is_up(lab, cluster):
     assert by_job["kubernetes-pods"] >= annotated, by_job
 
 
+def _kib(q: str) -> int:
+    units = {"Ki": 1, "Mi": 1024, "Gi": 1024 ** 2}
+    return int(q[:-2]) * units[q[-2:]] if q[-2:] in units else int(q) // 1024
+
+
+def _cmdline(lab, host: str, program: str) -> list[str]:
+    """The arguments of the running `program` on `host`, from /proc (the lab's base image has no procps; a
+    process's comm is its name cut to 15 characters)."""
+    script = (f"for d in /proc/[0-9]*; do [ \"$(cat $d/comm 2>/dev/null)\" = {program[:15]} ] && "
+              "{ tr '\\0' '\\n' < $d/cmdline; exit 0; }; done; exit 1")
+    return lab.ssh(host, script).split()
+
+
+def test_the_control_plane_and_every_kubelet_run_the_plans_load_settings(lab, cluster):
+    """skyrack.tuning's settings are what runs, not only what was written: the API server's and the controller
+    manager's own command lines, every kubelet's allocatable (its capacity less the plan's reservations for the
+    node's size, API server included), and an audit log that records a Secret being read, without the Secret."""
+    p = planmod.make(lab.env)
+    for host in [m.name for m in p.members_of("apiserver")]:
+        api = _cmdline(lab, host, "kube-apiserver")
+        assert {f"--{k}={v}" for k, v in p.tuning.apiserver_args()} <= set(api), api
+        cm = _cmdline(lab, host, "kube-controller-manager")
+        assert {f"--{k}={v}" for k, v in p.tuning.controller_manager_args()} <= set(cm), cm
+    reservations = {**{n.name: n.reservation for n in p.nodes}, **{m.name: m.reservation for m in p.members_of("apiserver")}}
+    assert all(reservations.values()), "the lab declares every rack's hardware: this test would prove nothing"
+    for name, r in reservations.items():
+        status = json.loads(kubectl(lab, "get", "node", name, "-o", "json"))["status"]
+        cap, alloc = status["capacity"], status["allocatable"]
+        assert int(cap["cpu"]) * 1000 - int(alloc["cpu"].removesuffix("m")) == r.kube_cpu_m + r.system_cpu_m, (name, alloc)
+        assert _kib(cap["memory"]) - _kib(alloc["memory"]) == \
+            (r.kube_memory_mi + r.system_memory_mi + r.eviction_memory_mi) * 1024, (name, cap, alloc)
+    secret, value = "skyrack-audit-probe", f"never-logged-{os.getpid()}"
+    kubectl(lab, "create", "secret", "generic", secret, "-n", "default", f"--from-literal=v={value}")
+    try:
+        kubectl(lab, "get", "secret", secret, "-n", "default", "-o", "name")
+        host = p.members_of("apiserver")[0].name
+        deadline, log = time.monotonic() + 60, ""
+        while time.monotonic() < deadline and '"verb":"get"' not in log:  # the log is written in batches
+            log = lab.ssh(host, f"grep -h '\"name\":\"{secret}\"' /var/log/kubernetes/audit/audit.log || true")
+            time.sleep(2)
+        events = [json.loads(line) for line in log.splitlines()]
+        assert {e["verb"] for e in events} >= {"create", "get"}, log
+        assert all(e["level"] == "Metadata" and "requestObject" not in e for e in events), log
+        assert value not in log
+    finally:
+        kubectl(lab, "delete", "secret", secret, "-n", "default", "--ignore-not-found")
+
+
 def test_an_init_that_did_not_finish_succeeds_when_the_bootstrap_runs_again(lab, cluster):
     """The documented repair of a failed first boot (run skyrack-kubeadm again) on an API server whose init did
     not record its end: the control plane's containers are still up, as after a failed init, so the first

@@ -12,6 +12,7 @@ import pulumi
 from pulumi_azure_native import compute, network
 
 from ..render import cloud_init
+from ..tuning import LB_PROBE_INTERVAL_S, LB_PROBE_THRESHOLD
 from .context import Context
 from .pki import ControlPlanePki
 from .vm import control_plane_vm
@@ -43,7 +44,9 @@ class ApiServers(pulumi.ComponentResource):
             }],
             backend_address_pools=[{"name": BACKEND}],
             probes=[{"name": PROBE, "protocol": "Https", "port": PORT, "request_path": "/readyz",
-                     "interval_in_seconds": 5, "number_of_probes": 2, "probe_threshold": 2}],
+                     "interval_in_seconds": LB_PROBE_INTERVAL_S, "number_of_probes": LB_PROBE_THRESHOLD,
+                     # the API servers' shutdown-delay-duration follows from these (skyrack.tuning)
+                     "probe_threshold": LB_PROBE_THRESHOLD}],
             load_balancing_rules=[{
                 "name": "apiserver", "protocol": "Tcp", "frontend_port": PORT, "backend_port": PORT,
                 "frontend_ip_configuration": {"id": part("frontendIPConfigurations", FRONTEND)},

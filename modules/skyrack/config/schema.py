@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from .. import sizing, tuning
 from ..errors import printable
 from ..ipam import API_SERVICE_INDEX, DNS_SERVICE_INDEX, service_ip
 
@@ -334,17 +335,46 @@ class Kubernetes(Strict):
         return int(self.version.split(".")[1])
 
 
+class Hardware(Strict):
+    """A node's size: kubelet's reservations and eviction thresholds follow from it (skyrack.tuning)."""
+
+    cpus: Annotated[StrictInt, Field(ge=1, le=4096)]  # logical CPUs, as the node reports them
+    memory_gib: Annotated[StrictInt, Field(ge=1, le=65536)]
+
+    @property
+    def reservation(self) -> tuning.Reservation:
+        return tuning.kubelet_reservation(self.cpus, self.memory_gib)
+
+    @model_validator(mode="after")
+    def _room_for_pods(self) -> Hardware:
+        self.reservation  # noqa: B018 - ValueError (named after this field) when the node is too small
+        return self
+
+
 class CloudPool(Strict):
     name: Label
     vm_size: VmSize
     min: Annotated[StrictInt, Field(ge=0)] = 0
     max: Annotated[StrictInt, Field(ge=1, le=1000)]
+    # Only for a size skyrack cannot size itself (sizing.vm_hardware); otherwise it comes from vm_size.
+    hardware: Hardware | None = None
 
     @model_validator(mode="after")
     def _bounds(self) -> CloudPool:
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+        if self.hardware is None:
+            known = sizing.vm_hardware(self.vm_size)
+            if known is None:
+                raise ValueError(f"skyrack does not know the size of {self.vm_size}: give the pool "
+                                 "`hardware: {cpus: N, memory_gib: N}` so its kubelets reserve what it needs")
+            tuning.kubelet_reservation(*known)
         return self
+
+    @property
+    def reservation(self) -> tuning.Reservation:
+        hw = self.hardware
+        return hw.reservation if hw else tuning.kubelet_reservation(*sizing.vm_hardware(self.vm_size))  # type: ignore[misc]
 
 
 class Vpn(Strict):
@@ -466,6 +496,9 @@ class Rack(Strict):
     # ranges directly; by default a rack is a segment of its own and other racks are reached
     # through the site's gateway (docs/join.md, pod networking).
     segment: Label | None = None
+    # Each node's size: kubelet's reservations and eviction thresholds follow from it (skyrack.tuning).
+    # Without it kubelet reserves nothing, and `check` flags that for production and staging.
+    hardware: Hardware | None = None
 
     @property
     def l2_segment(self) -> str:

@@ -36,7 +36,7 @@ import inspect
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -86,6 +86,8 @@ def plan_facts(plan: Any, _where: Where) -> Facts:
     keys: dict[tuple[int, int], str] = {}  # a rack's nodes share their label and taint objects
     for n in plan.nodes:
         node = dict(vars(n))
+        if n.reservation is not None:
+            node["reservation"] = asdict(n.reservation)
         labels, taints = node.pop("labels"), node.pop("taints")
         key = keys.get((id(labels), id(taints)))
         if key is None:

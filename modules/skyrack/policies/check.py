@@ -181,6 +181,19 @@ def _pod_ranges(plan: Plan) -> Iterable[Violation]:
 VERSION_ENFORCED_TIERS = ("production", "staging")
 
 
+@rule("racks-declare-hardware",
+      "production and staging: every rack declares its nodes' `hardware` (cpus, memory_gib), from which kubelet's "
+      "reservations and eviction thresholds follow (skyrack.tuning); without it a whole-node pod can starve "
+      "kubelet and containerd",
+      "add `hardware: {cpus: N, memory_gib: N}` to the rack: the logical CPUs and memory one of its nodes reports")
+def _hardware(plan: Plan) -> Iterable[Violation]:
+    if plan.env.tier not in VERSION_ENFORCED_TIERS:
+        return
+    for i, rack in enumerate(plan.env.racks):
+        if rack.hardware is None:
+            yield f"racks[{i}].hardware", f"rack {rack.name} declares no hardware: its kubelets reserve nothing"
+
+
 @rule("kubernetes-version-supported",
       f"kubernetes.version's minor is supported upstream on the day of the check (released, not past its end "
       f"of life: KUBERNETES_RELEASES, 1.{min(rules.KUBERNETES_RELEASES)} to 1.{max(rules.KUBERNETES_RELEASES)}): "

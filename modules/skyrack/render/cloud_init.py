@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 import yaml
 
+from .. import tuning
 from ..config.schema import ExecutionNode
 from ..plan import DISRUPTION_EXEMPT_LABEL, ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
 from ..scheduler import RUNTIME_CONFIG, feature_gates, scheduler_config_yaml
@@ -197,9 +198,11 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
     # Every API server is the same `kubeadm init` (shared CA and service-account keys), with the
     # phases that write cluster objects skipped: those come from the cluster layer (skyrack.kube).
     ctx = _kubeadm_context(plan, kubernetes_repo, pki, mode="init", node_label=member.name,
-                           kubelet_args=[("node-ip", member.ip), ("node-labels", f"{DISRUPTION_EXEMPT_LABEL}=true")])
+                           kubelet_args=[("node-ip", member.ip), ("node-labels", f"{DISRUPTION_EXEMPT_LABEL}=true")],
+                           reservation=member.reservation)
     ctx.update(member=member, **_cluster_context(plan), scheduler_config=scheduler_config_yaml(plan.env),
                kubelet_config=yaml.safe_dump(kubelet_configuration(plan), sort_keys=False),
+               audit_policy=yaml.safe_dump(tuning.audit_policy(), sort_keys=False),
                skip_phases=",".join(SKIPPED_INIT_PHASES),
                # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
                hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
@@ -222,7 +225,8 @@ def wan_guard_script(member: Member) -> str:
 def _cluster_context(plan: Plan) -> dict:
     return {"etcd_endpoints": etcd_endpoints(plan), "events_override": events_servers_override(plan),
             "scheduler_config_path": SCHEDULER_CONFIG, "feature_gates": feature_gates(),
-            "runtime_config": RUNTIME_CONFIG}
+            "runtime_config": RUNTIME_CONFIG, "load": plan.tuning,
+            "audit_policy_path": tuning.AUDIT_POLICY_PATH, "audit_log_dir": tuning.AUDIT_LOG_DIR}
 
 
 def cluster_configuration(plan: Plan, endpoint: str | None = None) -> str:
@@ -264,7 +268,8 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
     ctx = _kubeadm_context(plan, kubernetes_repo, join, mode="worker", node_label=f"a node of pool {pool.name}",
                            kubelet_args=[("node-labels", ",".join(f"{k}={v}" for k, v in labels.items())),
                                          # cloud-node-manager (cluster layer) sets the providerID the autoscaler needs
-                                         ("cloud-provider", "external")])
+                                         ("cloud-provider", "external")],
+                           reservation=pool.reservation)
     ctx.update(pool=pool, member=None, hairpin=False)
     return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
 
@@ -337,10 +342,25 @@ def containerd_files(plan: Plan) -> tuple[str, dict[str, str]]:
     return config, hosts
 
 
-def _kubeadm_context(plan: Plan, kubernetes_repo: str, pki: ApiServerPki | WorkerJoin, **extra: object) -> dict:
+KUBELET_CONFIG_DIR = "/etc/kubernetes/kubelet.conf.d"  # kubelet --config-dir; the racks' role uses the same
+KUBELET_DROPIN = "50-skyrack.conf"
+
+
+def kubelet_dropin(reservation: tuning.Reservation) -> str:
+    """A node's own kubelet settings over the cluster's (kubelet --config-dir): its reservations."""
+    return yaml.safe_dump({"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                           **reservation.kubelet_fields()}, sort_keys=False)
+
+
+def _kubeadm_context(plan: Plan, kubernetes_repo: str, pki: ApiServerPki | WorkerJoin, *,
+                     reservation: tuning.Reservation | None = None, **extra: object) -> dict:
     env = plan.env
     containerd_config, registry_hosts = containerd_files(plan)
+    if reservation is not None:  # the VM's size is known: its kubelet reserves for it
+        extra["kubelet_args"] = [("config-dir", KUBELET_CONFIG_DIR), *extra["kubelet_args"]]  # type: ignore[misc]
     return {
+        "kubelet_dropin": kubelet_dropin(reservation) if reservation else "",
+        "kubelet_dropin_path": f"{KUBELET_CONFIG_DIR}/{KUBELET_DROPIN}",
         "containerd_config": containerd_config, "registry_hosts": registry_hosts,
         "env": env, "plan": plan, "pki": pki, "node_packages": NODE_PACKAGES,
         "endpoint": plan.apiserver_endpoint.removeprefix("https://"), "lb_ip": plan.apiserver_lb_ip,
