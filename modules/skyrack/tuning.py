@@ -51,8 +51,8 @@ AUDIT_LOG_MAXSIZE_MIB = 100  # one file
 AUDIT_LOG_MAXBACKUP = 9  # rotated files kept beside the current one
 AUDIT_LOG_MAXAGE_DAYS = 30
 
-# (more than this many nodes, reads in flight, mutations in flight): kube-up's thresholds
-INFLIGHT = ((3000, 3000, 1000), (500, 1500, 500), (0, 400, 200))
+# (more than this many nodes, reads in flight, mutations in flight): kube-up's thresholds; the defaults below
+INFLIGHT = ((3000, 3000, 1000), (500, 1500, 500), (-1, 400, 200))
 LARGE_CLUSTER_NODES = 500  # above it, the 5,000-node configuration's client QPS
 GOAWAY_CHANCE = 0.001
 
