@@ -229,7 +229,7 @@ def test_cluster_accepts_only_the_known_clusters():
     assert proc.returncode == 2
     assert "'etcd-x' is not one of 'etcd', 'etcd-events'" in proc.stderr
     with_cluster = [(path, cmd) for path, cmd in ENV_COMMANDS if any("--cluster" in p.opts for p in cmd.params)]
-    assert len(with_cluster) == 5, with_cluster
+    assert len(with_cluster) == 6, with_cluster  # status, defrag, snapshot, snapshots, restore, replace-member
     for path, cmd in with_cluster:
         result = invoke(*path, *env_args(cmd, "dev"), "--cluster", "etcd-x")
         assert result.exit_code == 2 and "is not one of 'etcd', 'etcd-events'" in result.stderr, (path, result.output)

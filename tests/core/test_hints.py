@@ -156,6 +156,11 @@ PROSE = {
     ("lab/ssh.py", "lab up"): "a comment in the SSH config the lab writes",
     ("lab/cli.py", "lab list"): "--bridge's help text",
     ("etcd/cli.py", "etcd snapshots"): "--snapshot's help text",
+    ("etcd/cli.py", "etcd defrag"): "status's remedy for NOSPACE, which a lab cannot raise within the tests' time (a quota "
+                                    "of GiBs to fill); the alarm's handling is tested on the members' script "
+                                    "(tests/pulumi/test_etcd_defrag_script.py)",
+    ("etcd/ops.py", "etcd status"): "defrag's refusal names the command that shows which member is down "
+                                    "(tests/etcd/test_reconfigure.py checks the refusal)",
     ("plan.py", "join"): "the comment the lock file carries over its leaving nodes",
     ("cli.py", "join"): "`plan` says which command releases a leaving node's range",
     ("join/driver.py", "join"): "a failed departure says the next join starts it over; tests/lab/test_join_removal.py "

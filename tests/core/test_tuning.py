@@ -18,7 +18,8 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 @pytest.mark.parametrize(("nodes", "reads", "mutations", "client"), [
-    (0, 400, 200, (20, 30, 50, 100)), (3, 400, 200, (20, 30, 50, 100)), (500, 400, 200, (20, 30, 50, 100)), (501, 1500, 500, (100, 100, 100, 100)),
+    (0, 400, 200, (20, 30, 50, 100)), (3, 400, 200, (20, 30, 50, 100)),
+    (500, 400, 200, (20, 30, 50, 100)), (501, 1500, 500, (100, 100, 100, 100)),
     (3000, 1500, 500, (100, 100, 100, 100)), (3001, 3000, 1000, (100, 100, 100, 100)),
 ])
 def test_inflight_limits_and_client_rates_follow_kubernetes_large_cluster_thresholds(nodes, reads, mutations, client):

@@ -5,9 +5,12 @@ Runs as root: `python -m pytest tests/etcd` (about N minutes; see docs/etcd.md).
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import ssl
+import threading
+import time
 from pathlib import Path
 
 import etcdlab
@@ -189,3 +192,71 @@ def test_a_member_that_lost_its_data_rejoins(lab3: EtcdLab):
     # its data really was gone: it came back as a new member (removed and added), the others kept theirs
     now = {m["name"]: m["ID"] for m in members}
     assert now[victim.name] != ids[victim.name] and all(now[n] == ids[n] for n in ids if n != victim.name), (ids, now)
+
+
+# ----------------------------------------------------------------------------- defragmentation
+
+
+def _writing(lab3: EtcdLab, stop: threading.Event, failures: list[str], done: list[int]) -> None:
+    """Writes through every member in turn, as the API servers' clients do; each write fails over once."""
+    c, urls = lab3.client(timeout=10), lab3.endpoints()
+    i = 0
+    while not stop.is_set():
+        for attempt in range(2):
+            try:
+                c.put(urls[(i + attempt) % len(urls)], f"/defrag/{i}", "x" * 512)
+                done.append(i)
+                break
+            except EtcdError as exc:
+                if attempt:
+                    failures.append(str(exc))
+        i += 1
+        time.sleep(0.02)
+
+
+def test_defragmentation_takes_one_member_at_a_time_the_leader_last_while_writes_go_on(lab3: EtcdLab):
+    """Both ways it runs: the members' own daily service, started on every member at once (etcd's lock lets
+    one defragment at a time; the leader hands its leadership over first), and `skyrack etcd defrag` (the
+    followers, then the leader). Writes never stop, and `status` shows the space each member returned."""
+    c, first = lab3.client(), lab3.endpoints()[0]
+    for i in range(300):  # garbage for the defragmentation to return: overwritten, deleted, compacted
+        c.put(first, f"/churn/{i % 10}", "y" * 4096)
+    rev = int(c.status(first)["header"]["revision"])
+    c.call(first, "kv/compaction", {"revision": rev, "physical": True}, timeout=30)
+    stop, failures, done = threading.Event(), [], []
+    writer = threading.Thread(target=_writing, args=(lab3, stop, failures, done), daemon=True)
+    writer.start()
+    try:
+        members = [m.name for m in lab3.plan.members_of("etcd")]
+        leader = next(m["name"] for m in lab3.status() if m["cluster"] == "etcd" and m["leader"])
+        for name in members:
+            lab3.ssh.run(name, "systemctl start --no-block skyrack-etcd-defrag.service")
+        windows, leader_log = [], ""
+        for name in members:
+            lab3.ssh.run(name, "while systemctl is-active -q skyrack-etcd-defrag.service || "
+                               "[ \"$(systemctl show -p ActiveState --value skyrack-etcd-defrag)\" = activating ]; "
+                               "do sleep 1; done")
+            assert lab3.ssh.run(name, "systemctl show -p Result --value skyrack-etcd-defrag").strip() == "success"
+            log = lab3.ssh.run(name, "journalctl -u skyrack-etcd-defrag -o cat --no-pager")
+            held = [float(x.split("since ")[1]) for x in log.splitlines() if "holding skyrack-defrag-etcd since" in x]
+            freed = [float(x.split(" at ")[1]) for x in log.splitlines() if "releasing skyrack-defrag-etcd at" in x]
+            assert held and freed and "defragmented:" in log, log
+            windows.append((held[-1], freed[-1], name))
+            if name == leader:
+                leader_log = log
+        windows.sort()
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(windows)), f"two members defragmented at once: {windows}"
+        assert "was the leader: leadership handed to" in leader_log, leader_log
+        # the operator's command: followers first, the leader last, everyone healthy after
+        out = json.loads(lab3.cli("etcd", "defrag", "--cluster", "etcd", "--json").stdout)
+        order = [d["member"] for d in out["members"]]
+        assert sorted(order) == sorted(members) and [d["was_leader"] for d in out["members"]][-1]
+        assert not any(d["was_leader"] for d in out["members"][:-1])
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert not failures, failures[:3]
+    assert len(done) > 50, "the writer barely ran: this test would prove nothing"
+    rows = [m for m in lab3.status() if m["cluster"] == "etcd"]
+    assert all(m["healthy"] and not m["alarms"] and m["quota"] == 2 * 1024**3 for m in rows), rows
+    assert all(m["db_size_in_use"] <= m["db_size"] for m in rows), rows

@@ -1,4 +1,5 @@
-"""Membership changes retried while etcd calls the cluster unhealthy, and only then."""
+"""Membership changes retried while etcd calls the cluster unhealthy, and only then; a defragmentation refused while
+a member is unhealthy."""
 
 from __future__ import annotations
 
@@ -43,3 +44,18 @@ def test_a_refusal_that_lasts_is_raised_after_the_timeout(monkeypatch):
     with pytest.raises(EtcdError, match="unhealthy cluster"):
         ops.reconfigure(fn, timeout=30)
     assert 2 <= len(calls) <= 5
+
+
+def test_defragmentation_is_refused_while_a_member_is_unhealthy(monkeypatch):
+    """A member busy defragmenting beside a down one would take the quorum away: nothing is touched."""
+    rows = [ops.MemberStatus("etcd", f"etcd-{i}", f"https://198.18.4.{52 + i}:2379", healthy=i != 1) for i in range(3)]
+    monkeypatch.setattr(ops, "status", lambda target, clusters: rows)
+    touched = []
+
+    class Target:
+        def client(self):
+            touched.append("client")
+
+    with pytest.raises(EtcdError, match=r"etcd-1 not healthy: .*`skyrack etcd status`"):
+        ops.defragment(Target(), "etcd", say=touched.append)
+    assert touched == []

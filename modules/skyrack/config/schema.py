@@ -232,6 +232,8 @@ class Etcd(Strict):
     vm_size: VmSize = "auto"
     events_cluster: StrictBool = False
     quota_backend_gib: Annotated[StrictInt, Field(ge=1, le=64)] = 8
+    # The hour (UTC) at which each member defragments itself, minutes apart (render.cloud_init.etcd_defrag_time).
+    defrag_hour_utc: Annotated[StrictInt, Field(ge=0, le=23)] = 3
     # The etcd-server/etcd-client release the site's Kubernetes repository serves (the lab builds it).
     version: Annotated[str, Field(pattern=r"^3\.([0-9]{1,2})\.([0-9]{1,3})$")] = "3.6.16"
 

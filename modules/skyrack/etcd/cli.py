@@ -100,7 +100,7 @@ def lab_up(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
 def status(path: EnvArg = DEFAULT_ENV,
            cluster: Annotated[Cluster | None, typer.Option("--cluster", help="Only this cluster.")] = None,
            pki_dir: PkiOpt = None, as_json: JsonOpt = False) -> None:
-    """Health, leader, raft term/index, revision and size of every member, over mutual TLS."""
+    """Health, leader, raft term/index, revision, size against the quota and alarms of every member, over mutual TLS."""
     show(path, cluster, pki_dir, as_json)
 
 
@@ -108,20 +108,42 @@ def show(path: Path, cluster: Cluster | None, pki_dir: Path | None, as_json: boo
     t = _run(lambda: target(path, pki_dir, None, None), as_json)
     clusters = [cluster.value] if cluster else [c.value for c in Cluster if t.plan.members_of(c.value)]
     rows = _run(lambda: ops.status(t, clusters), as_json)
-    ok = all(r.healthy for r in rows)
+    ok = all(r.healthy for r in rows) and not any(r.alarms for r in rows)  # an alarm: the cluster needs a hand
     if as_json:
         dump_json({"ok": ok, "members": [asdict(r) for r in rows], **({"seeded": seeded} if seeded else {})})
     else:
-        table = Table("cluster", "member", "endpoint", "healthy", "leader", "term", "index", "revision", "db", "error",
-                      title=f"etcd of {safe(t.plan.env.name)}", title_justify="left")
+        table = Table("cluster", "member", "endpoint", "healthy", "leader", "term", "index", "revision", "db (in use)",
+                      "of quota", "alarms", "error", title=f"etcd of {safe(t.plan.env.name)}", title_justify="left")
         for r in rows:
+            share = f"{100 * r.db_size / r.quota:.0f} %" if r.quota else "-"
             table.add_row(safe(r.cluster), safe(r.name), safe(r.endpoint), "yes" if r.healthy else "[red]no[/red]",
                           "*" if r.leader else "", str(r.raft_term), str(r.raft_index), str(r.revision),
-                          f"{r.db_size // 1024} KiB", safe(r.error[:60]))
+                          f"{r.db_size // 1024} KiB ({r.db_size_in_use // 1024})", share,
+                          f"[red]{safe(' '.join(r.alarms))}[/red]" if r.alarms else "", safe(r.error[:60]))
         out.print(table)
         out.print(f"{sum(r.healthy for r in rows)}/{len(rows)} members healthy")
+        for r in rows:
+            if "NOSPACE" in r.alarms:
+                out.print(f"[red]{safe(r.name)}: NOSPACE: the cluster takes no writes[/red]; compact, then "
+                          f"`skyrack etcd defrag {safe(path)} --cluster {safe(r.cluster)}` (it disarms the alarm once "
+                          "every member is under its quota) or raise control_plane.etcd.quota_backend_gib")
+                break
     if not ok:
         raise typer.Exit(1)
+
+
+@app.command()
+def defrag(path: EnvArg = DEFAULT_ENV, cluster: ClusterOpt = Cluster.etcd, pki_dir: PkiOpt = None,
+           as_json: JsonOpt = False) -> None:
+    """Defragment every member, one at a time, the leader last (after handing its leadership over); refuses
+    while a member is unhealthy. The members' own timer does this daily (docs/etcd.md)."""
+    t = _run(lambda: target(path, pki_dir, None, None), as_json)
+    done = _run(lambda: ops.defragment(t, cluster, say=_say(as_json)), as_json)
+    if as_json:
+        dump_json(ok(members=[asdict(d) for d in done]))
+    else:
+        freed = sum(d.before - d.after for d in done)
+        out.print(f"{safe(cluster)}: {len(done)} members defragmented, {freed:,} bytes returned to the disk")
 
 
 @app.command()

@@ -71,6 +71,21 @@ class Client:
     def status(self, endpoint: str) -> dict:
         return self.call(endpoint, "maintenance/status")
 
+    def alarms(self, endpoint: str) -> list[dict]:
+        """The cluster's raised alarms: [{"memberID": ..., "alarm": "NOSPACE" | "CORRUPT"}]."""
+        return self.call(endpoint, "maintenance/alarm", {"action": "GET"}).get("alarms", [])
+
+    def alarm_disarm(self, endpoint: str, member_id: str, alarm: str) -> None:
+        self.call(endpoint, "maintenance/alarm", {"action": "DEACTIVATE", "memberID": member_id, "alarm": alarm})
+
+    def defragment(self, endpoint: str, timeout: float = 300) -> None:
+        """Defragment that member's backend (it serves nothing while it runs)."""
+        self.call(endpoint, "maintenance/defragment", {}, timeout=timeout)
+
+    def move_leader(self, leader_endpoint: str, target_id: str) -> None:
+        """Hand leadership to member `target_id`; only the current leader accepts it."""
+        self.call(leader_endpoint, "maintenance/transfer-leadership", {"targetID": target_id}, timeout=30)
+
     def members(self, endpoint: str) -> list[dict]:
         return self.call(endpoint, "cluster/member/list").get("members", [])
 

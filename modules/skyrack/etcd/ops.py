@@ -1,4 +1,4 @@
-"""The procedures behind `skyrack etcd ...`: status, snapshot, restore and member replacement.
+"""The procedures behind `skyrack etcd ...`: status, defragmentation, snapshot, restore and member replacement.
 
 Every step names the member it acts on and says what it did; a step that fails stops
 the procedure with the member and the reason. See docs/etcd.md for when to use which.
@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -61,7 +61,10 @@ class MemberStatus:
     raft_term: int = 0
     raft_index: int = 0
     revision: int = 0
-    db_size: int = 0
+    db_size: int = 0  # the backend file; what the quota counts
+    db_size_in_use: int = 0  # what it holds: the rest is free pages only a defragmentation returns
+    quota: int = 0  # --quota-backend-bytes: at it, etcd raises NOSPACE and takes no more writes
+    alarms: list[str] = field(default_factory=list)  # NOSPACE, CORRUPT: raised on this member
     version: str = ""
     error: str = ""
 
@@ -74,7 +77,8 @@ def flags(plan: Plan, member: Member) -> dict[str, str]:
 
 def member_status(target: Target, m: Member) -> MemberStatus:
     c, url = target.client(), cloud_init.client_url(m)
-    st = MemberStatus(m.role, m.name, url, healthy=c.health(url))
+    st = MemberStatus(m.role, m.name, url, healthy=c.health(url),
+                      quota=int(flags(target.plan, m).get("quota-backend-bytes", 0)))
     try:
         s = c.status(url)
     except EtcdError as exc:
@@ -85,15 +89,29 @@ def member_status(target: Target, m: Member) -> MemberStatus:
     st.leader = bool(s.get("leader")) and s.get("leader") == st.member_id
     st.raft_term, st.raft_index = int(s.get("raftTerm", 0)), int(s.get("raftIndex", 0))
     st.revision, st.db_size, st.version = int(h.get("revision", 0)), int(s.get("dbSize", 0)), s.get("version", "")
+    st.db_size_in_use = int(s.get("dbSizeInUse", st.db_size))
     if not st.healthy:
         st.error = "not healthy (no leader, or a proposal did not commit)"
     return st
 
 
 def status(target: Target, clusters: list[str]) -> list[MemberStatus]:
+    """Every member of `clusters`, with the alarms its cluster has raised on it."""
     members = [m for cl in clusters for m in target.members(cl)]
     with ThreadPoolExecutor(max_workers=min(8, len(members))) as pool:
-        return list(pool.map(lambda m: member_status(target, m), members))
+        rows = list(pool.map(lambda m: member_status(target, m), members))
+    for cluster in clusters:
+        mine = [r for r in rows if r.cluster == cluster]
+        answering = next((r for r in mine if r.healthy), None)
+        if answering is None:
+            continue
+        try:
+            raised = target.client().alarms(answering.endpoint)
+        except EtcdError:
+            continue
+        for r in mine:
+            r.alarms = sorted(a.get("alarm", "?") for a in raised if a.get("memberID") == r.member_id)
+    return rows
 
 
 def healthy_endpoint(target: Target, cluster: str, exclude: str | None = None) -> str:
@@ -113,6 +131,56 @@ def wait_healthy(target: Target, members: list[Member], timeout: float = 120) ->
             time.sleep(1)
     if pending:
         raise EtcdError(f"not healthy after {timeout:.0f} s: {', '.join(m.name for m in pending)}")
+
+
+# ----------------------------------------------------------------------------- defragmentation
+
+
+@dataclass
+class Defragmented:
+    member: str
+    before: int  # backend file size, bytes
+    after: int
+    was_leader: bool = False
+
+
+def defragment(target: Target, cluster: str, say: Say = print) -> list[Defragmented]:
+    """Defragment every member of `cluster`, one at a time, the leader last.
+
+    A member serves nothing while it defragments, so: every member must be healthy before the first
+    starts (with one down, the member being defragmented would take the quorum with it); each must be
+    healthy again before the next; and the leader, last, first hands its leadership to a follower, so
+    the cluster never waits on a busy leader. A NOSPACE alarm is disarmed at the end if every member
+    is back under its quota (etcd's own recovery; with the data still over it, it is left raised)."""
+    rows = status(target, [cluster])
+    sick = [r for r in rows if not r.healthy]
+    if sick:
+        raise EtcdError(f"{', '.join(r.name for r in sick)} not healthy: defragmenting another member now could "
+                        f"take the {cluster} quorum away; repair it first (`skyrack etcd status`)")
+    members = {m.name: m for m in target.members(cluster)}
+    order = [r for r in rows if not r.leader] + [r for r in rows if r.leader]
+    c = target.client()
+    done = []
+    for row in order:
+        m = members[row.name]
+        now = member_status(target, m)
+        if now.leader and len(members) > 1:
+            follower = next(r for r in status(target, [cluster]) if not r.leader and r.healthy)
+            c.move_leader(now.endpoint, follower.member_id)
+            say(f"{m.name}: leadership handed to {follower.name}")
+        say(f"{m.name}: defragmenting ({now.db_size:,} bytes, {now.db_size_in_use:,} in use)")
+        c.defragment(now.endpoint)
+        wait_healthy(target, [m])
+        after = member_status(target, m)
+        say(f"{m.name}: {now.db_size:,} -> {after.db_size:,} bytes, healthy")
+        done.append(Defragmented(m.name, now.db_size, after.db_size, was_leader=row.leader))
+    final = status(target, [cluster])
+    nospace = [r for r in final if "NOSPACE" in r.alarms]
+    if nospace and all(r.db_size < r.quota for r in final):
+        for r in nospace:
+            c.alarm_disarm(r.endpoint, r.member_id, "NOSPACE")
+        say(f"NOSPACE disarmed on {', '.join(r.name for r in nospace)}: every member is under its quota again")
+    return done
 
 
 # ----------------------------------------------------------------------------- backups

@@ -154,7 +154,26 @@ def etcd(plan: Plan, member: Member, pki: EtcdPki, *, kubernetes_repo: str, data
                   unit=unit, disk_script=disk, install_script=install,
                   member_script=etcd_member_script(plan, member),
                   snapshot_script=etcd_snapshot_script(plan, member, backup_url) if backup_url else None,
-                  snapshot_minutes=plan.env.backups.interval_minutes)
+                  snapshot_minutes=plan.env.backups.interval_minutes,
+                  defrag_script=etcd_defrag_script(plan, member), defrag_at=etcd_defrag_time(plan, member))
+
+
+DEFRAG_EVERY_MINUTES = 8  # between two members' slots: far more than a defragmentation takes
+
+
+def etcd_defrag_time(plan: Plan, member: Member) -> tuple[int, int]:
+    """(hour, minute) UTC of the member's daily defragmentation: control_plane.etcd.defrag_hour_utc, each
+    member of a cluster its own minute."""
+    return plan.env.control_plane.etcd.defrag_hour_utc, (member.index * DEFRAG_EVERY_MINUTES) % 60
+
+
+def etcd_defrag_script(plan: Plan, member: Member) -> str:
+    """skyrack-etcd-defrag: the member's daily defragmentation, one member of the cluster at a time."""
+    hour, minute = etcd_defrag_time(plan, member)
+    return render("cloud-init/etcd-defrag.py.j2", member=member, hour=hour, minute=minute,
+                  lock=f"skyrack-defrag-{member.role}", client_port=CLIENT_PORT, pki_dir=ETCD_PKI,
+                  cluster_endpoints=",".join(etcd_endpoints(plan, member.role)),
+                  quota=plan.env.control_plane.etcd.quota_backend_gib * 1024**3)
 
 
 def etcd_snapshot_script(plan: Plan, member: Member, container_url: str) -> str:
