@@ -132,6 +132,9 @@ def etcd_flags(plan: Plan, member: Member) -> list[str]:
     ]
 
 
+ETCD_DISK_LABEL = "etcd-data"  # the filesystem label skyrack-etcd-disk writes, and finds its disk by
+
+
 def etcd(plan: Plan, member: Member, pki: EtcdPki, *, kubernetes_repo: str, data_disk: DataDisk | None = None,
          backup_url: str | None = None) -> str:
     """User-data of an etcd or events-etcd member: etcd (`control_plane.etcd.version`) from the site's
@@ -147,7 +150,7 @@ def etcd(plan: Plan, member: Member, pki: EtcdPki, *, kubernetes_repo: str, data
     data_disk = data_disk or ("rootfs" if plan.env.lab is not None else "local")
     unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA,
                   state_file=ETCD_STATE_FILE)
-    disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk)
+    disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk, label=ETCD_DISK_LABEL)
     install = render("cloud-init/etcd-install.sh.j2", version=plan.env.control_plane.etcd.version,
                      repo=kubernetes_repo.rstrip("/") + "/", pki_dir=ETCD_PKI)
     return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
