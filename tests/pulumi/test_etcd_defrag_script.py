@@ -11,13 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from etcd_files import CONFIGS, install, member_files
 
-from skyrack import certs
 from skyrack import plan as planmod
 from skyrack.render import cloud_init
-
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 # A stand-in for etcdctl: answers from $FAKE_STATE (JSON), appends each call to $FAKE_CALLS; `lock NAME CMD...`
 # runs CMD as etcdctl does, holding nothing.
@@ -44,18 +41,11 @@ elif args[0] == "alarm" and args[1] == "list":
 
 @pytest.fixture(scope="module")
 def script(tmp_path_factory) -> Path:
-    plan = planmod.make(CONFIGS / "dev.yaml")
-    member = plan.members_of("etcd")[0]
-    text = cloud_init.etcd(plan, member, cloud_init.EtcdPki.issued(certs.issue_all(plan), member.name),
-                           kubernetes_repo="https://x/")
-    files = {f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}
+    _, _, files = member_files()
     d = tmp_path_factory.mktemp("defrag")
-    path = d / "skyrack-etcd-defrag"
-    path.write_text(files["/usr/local/sbin/skyrack-etcd-defrag"].replace("#!/usr/bin/python3", f"#!{sys.executable}", 1))
-    path.chmod(0o755)
-    (d / "etcdctl").write_text(FAKE.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1))
-    (d / "etcdctl").chmod(0o755)
-    return path
+    install(d / "etcdctl", FAKE.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1))
+    return install(d / "skyrack-etcd-defrag",
+                   files["/usr/local/sbin/skyrack-etcd-defrag"].replace("#!/usr/bin/python3", f"#!{sys.executable}", 1))
 
 
 def run(script: Path, tmp_path: Path, **state) -> tuple[subprocess.CompletedProcess, list[list[str]]]:

@@ -11,13 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from etcd_files import install, member_files
 
-from skyrack import certs
-from skyrack import plan as planmod
 from skyrack.render import cloud_init
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TOOLS = ("blkid", "lsblk", "mkfs.ext4", "mount", "mountpoint", "mkdir", "chown", "chmod")
 # One stand-in for every tool: answers from $FAKE_DISKS ({device: {"fs": TYPE, "label": LABEL}}), records calls.
 FAKE = r'''#!PYTHON
@@ -43,20 +40,12 @@ elif tool == "lsblk":
 
 @pytest.fixture(scope="module")
 def script(tmp_path_factory) -> Path:
-    plan = planmod.make(CONFIGS / "dev.yaml")
-    member = plan.members_of("etcd")[0]
-    text = cloud_init.etcd(plan, member, cloud_init.EtcdPki.issued(certs.issue_all(plan), member.name),
-                           kubernetes_repo="https://x/")
+    _, _, files = member_files()
     d = tmp_path_factory.mktemp("disk")
-    path = d / "skyrack-etcd-disk"
-    path.write_text({f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}["/usr/local/sbin/skyrack-etcd-disk"])
-    path.chmod(0o755)
-    bin_dir = d / "bin"
-    bin_dir.mkdir()
+    (d / "bin").mkdir()
     for tool in TOOLS:
-        (bin_dir / tool).write_text(FAKE.replace("PYTHON", sys.executable, 1))
-        (bin_dir / tool).chmod(0o755)
-    return path
+        install(d / "bin" / tool, FAKE.replace("PYTHON", sys.executable, 1))
+    return install(d / "skyrack-etcd-disk", files["/usr/local/sbin/skyrack-etcd-disk"])
 
 
 def run(script: Path, tmp_path: Path, disks: dict) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
