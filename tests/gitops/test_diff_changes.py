@@ -105,7 +105,7 @@ def cp(d: dict[str, Any]) -> dict[str, Any]:
     (lambda d: cp(d)["apiservers"].update(count=5), "API servers 3 → 5", "caution"),
     (lambda d: cp(d)["apiservers"].update(vm_size="Standard_E16s_v5"), "rolling replacement", "caution"),
     (lambda d: cp(d)["etcd"].update(count=5), "etcd 3 → 5 members: a membership change", "danger"),
-    (lambda d: cp(d)["etcd"].update(vm_size="Standard_L16s_v3"), "quorum risk", "danger"),
+    (lambda d: cp(d)["etcd"].update(vm_size="Standard_L16s_v3"), "replace them one at a time (`pulumi up --replace`", "danger"),
     (lambda d: cp(d)["etcd"].update(events_cluster=True), "separate etcd cluster for events", "caution"),
     (lambda d: cp(d)["etcd"].update(quota_backend_gib=16), "backend quota 8 → 16 GiB", "caution"),
     (lambda d: d["azure"].update(zones=["1", "2"]), "etcd members change zone (etcd-2 3 → 1)", "danger"),

@@ -2,8 +2,11 @@
 
 Debian 12 because the etcd members run Debian's etcd-server package, as the lab does.
 The VM boots from cloud-init user-data rendered by `skyrack.render.cloud_init`; later
-changes to that text do not replace a running member (`ignore_changes`): roll members
-one at a time with `pulumi up --replace <urn>` (see docs/azure.md).
+changes to that text, or to its size, do not touch a running member (`ignore_changes`):
+`pulumi up` would apply them to every member at once (a resize restarts each VM and may
+reallocate it, and an etcd member's local NVMe does not survive that: every member of a
+cluster empty together). Roll members one at a time with `pulumi up --replace <urn>`
+(see docs/azure.md); the new VM gets the current size and user-data.
 
 Replacing one member must work with fixed names and a fixed address: the VM is deleted
 before its replacement is created (`delete_before_replace`: its name and OS disk name are
@@ -25,6 +28,8 @@ from .context import Context
 
 DEBIAN_12 = {"publisher": "Debian", "offer": "debian-12", "sku": "12-gen2", "version": "latest"}
 ADMIN_USER = "skyrack"
+# What `pulumi up` never changes on a running member: roll those one member at a time by replacement.
+ROLLED_BY_REPLACEMENT = ("osProfile.customData", "hardwareProfile.vmSize")
 CUSTOM_DATA_LIMIT = 65535  # bytes of user-data Azure accepts, decoded ("at most 65535 bytes" in the VM API)
 
 
@@ -69,5 +74,5 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
         diagnostics_profile={"boot_diagnostics": {"enabled": True}},  # boot log (cloud-init output), serial console
         identity={"type": "SystemAssigned"},
         **ctx.common(),
-        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=["osProfile.customData"],
+        opts=pulumi.ResourceOptions(parent=parent, ignore_changes=list(ROLLED_BY_REPLACEMENT),
                                     delete_before_replace=True, depends_on=boot_after or []))

@@ -132,7 +132,8 @@ def _control_plane(old: Plan, new: Plan) -> Iterator[Change]:
     if s0 != s1:
         why = auto if new.env.control_plane.apiservers.vm_size == "auto" else ""
         yield Change("caution", "control-plane", "control_plane.apiservers.vm_size",
-                     f"API-server VMs {s0} → {s1}: rolling replacement, one API server at a time{why}")
+                     f"API-server VMs {s0} → {s1}: `pulumi up` leaves running members as they are; rolling "
+                     f"replacement, one API server at a time (`pulumi up --replace`, docs/azure.md){why}")
     events0, events1 = old.env.control_plane.etcd.events_cluster, new.env.control_plane.etcd.events_cluster
     if events0 != events1:
         yield Change("caution", "control-plane", "control_plane.etcd.events_cluster",
@@ -151,8 +152,10 @@ def _control_plane(old: Plan, new: Plan) -> Iterator[Change]:
         if s0 != s1:
             why = auto if new.env.control_plane.etcd.vm_size == "auto" else ""
             yield Change("danger", "control-plane", "control_plane.etcd.vm_size",
-                         f"{role} VMs {s0} → {s1}: every member is replaced in turn (local NVMe does not survive a "
-                         f"resize), a membership change each: quorum risk{why}")
+                         f"{role} VMs {s0} → {s1}: `pulumi up` leaves running members as they are (resizing them "
+                         f"together would wipe every local NVMe at once); replace them one at a time "
+                         f"(`pulumi up --replace`, each healthy in `skyrack etcd status` before the next, "
+                         f"docs/azure.md), a membership change each: quorum risk{why}")
     q0, q1 = old.env.control_plane.etcd.quota_backend_gib, new.env.control_plane.etcd.quota_backend_gib
     if q0 != q1:
         risk: Risk = "caution" if q1 > q0 else "danger"
