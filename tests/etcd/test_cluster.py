@@ -236,8 +236,8 @@ def test_defragmentation_takes_one_member_at_a_time_the_leader_last_while_writes
             lab3.ssh.run(name, "while systemctl is-active -q skyrack-etcd-defrag.service || "
                                "[ \"$(systemctl show -p ActiveState --value skyrack-etcd-defrag)\" = activating ]; "
                                "do sleep 1; done")
-            assert lab3.ssh.run(name, "systemctl show -p Result --value skyrack-etcd-defrag").strip() == "success"
             log = lab3.ssh.run(name, "journalctl -u skyrack-etcd-defrag -o cat --no-pager")
+            assert lab3.ssh.run(name, "systemctl show -p Result --value skyrack-etcd-defrag").strip() == "success", log
             held = [float(x.split("since ")[1]) for x in log.splitlines() if "holding skyrack-defrag-etcd since" in x]
             freed = [float(x.split(" at ")[1]) for x in log.splitlines() if "releasing skyrack-defrag-etcd at" in x]
             assert held and freed and "defragmented:" in log, log

@@ -17,7 +17,7 @@ from skyrack import plan as planmod
 from skyrack.render import cloud_init
 
 # A stand-in for etcdctl: answers from $FAKE_STATE (JSON), appends each call to $FAKE_CALLS; `lock NAME CMD...`
-# runs CMD as etcdctl does, holding nothing.
+# runs CMD as etcdctl does (with ETCD_LOCK_KEY set), holding nothing.
 FAKE = r'''#!/usr/bin/env python3
 import json, os, subprocess, sys
 state = json.load(open(os.environ["FAKE_STATE"]))
@@ -25,7 +25,7 @@ args = [a for a in sys.argv[1:] if not a.startswith("--endpoints=") and not a.st
 with open(os.environ["FAKE_CALLS"], "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\n")
 if args[0] == "lock":
-    sys.exit(subprocess.run(args[2:]).returncode)
+    sys.exit(subprocess.run(args[2:], env={**os.environ, "ETCD_LOCK_KEY": args[1] + "/694d8"}).returncode)
 me = state["me"]
 def status(m):
     return {"Endpoint": m, "Status": {"header": {"member_id": state["ids"][m]}, "leader": state["ids"][state["leader"]],
@@ -66,7 +66,7 @@ def test_it_takes_the_clusters_lock_through_every_member_first(script, tmp_path)
     proc, calls = run(script, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lock = calls[0]
-    assert lock[1] == "lock" and lock[2] == "skyrack-defrag-etcd" and lock[-1] == "--locked"
+    assert lock[1:3] == ["lock", "skyrack-defrag-etcd"] and lock[-1].endswith("skyrack-etcd-defrag")
     plan = planmod.make(CONFIGS / "dev.yaml")
     assert lock[0] == "--endpoints=" + ",".join(cloud_init.etcd_endpoints(plan))
 
