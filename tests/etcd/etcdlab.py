@@ -1,7 +1,7 @@
 """Fixtures for the etcd tests (import them into a test module): lab environments of their own, torn down at the end.
 
 The default lab (bridge skyrack0, 198.18.0.0/24) may be in use by someone else on this
-host: these environments use skyetcd0 (198.18.4.0/24) and skyetcd1 (198.18.5.0/24).
+host: this environment uses skyetcd0 (198.18.4.0/24).
 """
 
 from __future__ import annotations
@@ -131,12 +131,6 @@ def bring_up(tmp: Path, name: str, bridge: str, octet: int, count: int, events: 
 def lab3(tmp_path_factory) -> Iterator[EtcdLab]:
     """3 etcd members, the events cluster (3 more), one API-server node: bridge skyetcd0."""
     yield from bring_up(tmp_path_factory.mktemp("etcd3"), "etcdthree", "skyetcd0", 4, 3, True)
-
-
-@pytest.fixture(scope="module")
-def lab5(tmp_path_factory) -> Iterator[EtcdLab]:
-    """5 etcd members, no events cluster: bridge skyetcd1."""
-    yield from bring_up(tmp_path_factory.mktemp("etcd5"), "etcdfive", "skyetcd1", 5, 5, False)
 
 
 def free_port() -> int:
