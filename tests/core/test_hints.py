@@ -148,6 +148,8 @@ COVERED = {
 # Mentions of a command that are not a command to run as printed, each with why.
 PROSE = {
     ("gitops/compare.py", "check"): "says which rules of `skyrack check` apply to a tier",
+    ("gitops/compare.py", "etcd status"): "an etcd resize's procedure names the check between two replacements "
+                                          "(docs/azure.md); tests/gitops/test_diff_changes.py checks the message",
     ("gitops/effects.py", "lab up"): "when the lab's nodes take new user-data",
     ("gitops/effects.py", "join"): "when racks take a change (their next rack run)",
     ("gitops/git.py", "diff"): "what `skyrack diff` is for, outside a git repository",
