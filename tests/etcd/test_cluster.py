@@ -176,6 +176,50 @@ def test_restore_needs_confirmation(lab3: EtcdLab):
     assert r.returncode == 2 and "--yes" in r.stderr
 
 
+def test_a_cluster_whose_members_all_lost_their_data_is_never_started_empty(lab3: EtcdLab):
+    """Every member's data disk wiped at once (a size change reallocating the VMs does that to local
+    NVMe): each member finds its data gone and nobody answering, but its OS disk says the cluster
+    existed. None starts a new, empty cluster; each names the restore; that command brings it back."""
+    c, url = lab3.client(), lab3.endpoints()[0]
+    for i in range(5):
+        c.put(url, f"/wiped/{i}", f"value-{i}")
+    lab3.cli("etcd", "snapshot", "--json")
+    members = lab3.plan.members_of("etcd")
+    cluster = {m["cluster_id"] for m in lab3.status() if m["cluster"] == "etcd"}
+    assert len(cluster) == 1
+    marker = cloud_init.etcd_marker(members[0])
+    for m in members:  # each machine marked itself once etcd was ready there
+        assert lab3.ssh.run(m.name, f"cat {marker}").strip() == f"{int(next(iter(cluster))):x}", m.name
+    for m in members:  # all down first: a member wiped while the others run simply rejoins them
+        lab3.ssh.run(m.name, "systemctl stop skyrack-etcd")
+    since = {}
+    for m in members:
+        since[m.name] = lab3.ssh.run(m.name, "date +%s").strip()
+        lab3.ssh.run(m.name, "rm -rf /var/lib/etcd/etcd; systemctl start --no-block skyrack-etcd")
+    command = f"skyrack etcd restore configs/{lab3.plan.source.name} --cluster etcd --snapshot latest --yes"
+    deadline, refused = time.monotonic() + 90, {}
+    while time.monotonic() < deadline and len(refused) < len(members):
+        for m in members:
+            log = lab3.ssh.run(m.name, f"journalctl -u skyrack-etcd -o cat --no-pager --since @{since[m.name]}")
+            if f"REFUSED to start {m.name}" in log:
+                refused[m.name] = log
+        time.sleep(2)
+    assert sorted(refused) == [m.name for m in members], "not every wiped member refused to start a new cluster"
+    for m in members:
+        assert f"\n  {command}\n" in refused[m.name], refused[m.name]
+        assert "starts as new" not in refused[m.name]  # never decided `new`, so etcd never ran empty
+        # changed nothing: no data directory was created, etcd is not serving
+        assert lab3.ssh.run(m.name, "test -e /var/lib/etcd/etcd && echo present || echo absent").strip() == "absent"
+    with pytest.raises(EtcdError):
+        c.put(url, "/wiped/while-down", "x")
+
+    restored = lab3.cli(*command.split()[1:3], "--cluster", "etcd", "--snapshot", "latest", "--yes", "--json")
+    assert all(m["healthy"] for m in json.loads(restored.stdout)["members"])
+    for m in members:
+        got = c.get_prefix(f"https://{m.ip}:2379", "/wiped/", serializable=True)
+        assert got == {f"/wiped/{i}": f"value-{i}" for i in range(5)}, m.name
+
+
 def test_a_member_that_lost_its_data_rejoins(lab3: EtcdLab):
     c, victim = lab3.client(), lab3.plan.members_of("etcd")[2]
     ids = {m["name"]: m["ID"] for m in c.members(lab3.endpoints()[0])}

@@ -25,27 +25,37 @@ echo "$*" >> "$CALLS"
 case "$*" in
   *"member list"*) [ -f "$MEMBERS" ] || exit 1; cat "$MEMBERS" ;;
   *"member add"*) echo "Member 99 added" ;;
+  *"endpoint status -w json"*)
+    echo '[{"Endpoint":"https://127.0.0.1:2379","Status":{"header":{"cluster_id":16045690984833335023,"member_id":1}}}]' ;;
 esac
 """
+
+
+def user_data_files(plan: planmod.Plan, member: planmod.Member) -> dict[str, str]:
+    issued = certs.issue_all(plan)
+    config = yaml.safe_load(cloud_init.etcd(plan, member, cloud_init.EtcdPki.issued(issued, member.name),
+                                             kubernetes_repo=REPO))
+    return {f["path"]: f["content"] for f in config["write_files"]}
 
 
 @pytest.fixture(scope="module")
 def member_script() -> tuple[planmod.Plan, planmod.Member, str]:
     plan = planmod.make(CONFIGS / "dev.yaml")
     member = plan.members_of("etcd")[1]
-    issued = certs.issue_all(plan)
-    config = yaml.safe_load(cloud_init.etcd(plan, member, cloud_init.EtcdPki.issued(issued, member.name),
-                                             kubernetes_repo=REPO))
-    files = {f["path"]: f["content"] for f in config["write_files"]}
+    files = user_data_files(plan, member)
     unit = files["/etc/systemd/system/skyrack-etcd.service"]
-    # The unit runs it after the disk is mounted and takes the state from its file.
-    assert unit.index("skyrack-etcd-disk") < unit.index("skyrack-etcd-member")
+    # The unit runs it after the disk is mounted and takes the state from its file; once etcd is
+    # ready (in a quorum) it marks the machine, ignoring a failure to; it never stops retrying.
+    assert unit.index("skyrack-etcd-disk") < unit.index("ExecStartPre=+/usr/local/sbin/skyrack-etcd-member\n")
+    assert "ExecStartPost=-+/usr/local/sbin/skyrack-etcd-member --mark\n" in unit and "Type=notify" in unit
+    assert "StartLimitIntervalSec=0" in unit and "Restart=always" in unit and "RestartSec=5s" in unit
     assert f"EnvironmentFile=-{cloud_init.ETCD_STATE_FILE}" in unit
     assert "--initial-cluster-state=${SKYRACK_ETCD_STATE}" in unit
     return plan, member, files["/usr/local/sbin/skyrack-etcd-member"]
 
 
-def run(tmp_path: Path, script: str, members: str | None, data: bool = False) -> tuple[str, list[str], str]:
+def run(tmp_path: Path, script: str, members: str | None, data: bool = False, marked: bool = False,
+        args: tuple[str, ...] = (), rc: int = 0) -> tuple[str, list[str], str]:
     ctl = tmp_path / "etcdctl"
     ctl.write_text(FAKE_ETCDCTL)
     ctl.chmod(0o755)
@@ -54,16 +64,22 @@ def run(tmp_path: Path, script: str, members: str | None, data: bool = False) ->
     datadir = tmp_path / "data"
     if data:
         (datadir / "member").mkdir(parents=True)
+    marker = tmp_path / "os-disk" / "etcd.cluster"
+    if marked:
+        marker.parent.mkdir()
+        marker.write_text("deadbeef\n")
     (tmp_path / "calls").touch()
     # a failing list is retried 3 times, 2 s apart, on a real member; here without the wait
-    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "SKYRACK_ETCDCTL": str(ctl), "SKYRACK_ETCD_RETRY_SECONDS": "0",
-                                           "SKYRACK_ETCD_DATA": str(datadir),
+    proc = subprocess.run(["sh", "-c", script, "skyrack-etcd-member", *args], capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin", "SKYRACK_ETCDCTL": str(ctl),
+                                           "SKYRACK_ETCD_RETRY_SECONDS": "0", "SKYRACK_ETCD_DATA": str(datadir),
                                            "SKYRACK_ETCD_STATE_FILE": str(tmp_path / "run" / "state.env"),
+                                           "SKYRACK_ETCD_MARKER": str(marker),
                                            "CALLS": str(tmp_path / "calls"), "MEMBERS": str(tmp_path / "members")})
-    assert proc.returncode == 0, proc.stderr
-    state = (tmp_path / "run" / "state.env").read_text()
-    return state, (tmp_path / "calls").read_text().splitlines(), proc.stdout
+    assert proc.returncode == rc, (proc.stdout, proc.stderr)
+    state_file = tmp_path / "run" / "state.env"
+    state = state_file.read_text() if state_file.exists() else ""
+    return state, (tmp_path / "calls").read_text().splitlines(), proc.stdout + proc.stderr
 
 
 def listing(plan: planmod.Plan, started: dict[str, str]) -> str:
@@ -106,3 +122,45 @@ def test_a_member_with_data_asks_nobody(tmp_path, member_script) -> None:
     _, _, script = member_script
     state, calls, _ = run(tmp_path, script, None, data=True)
     assert state == "SKYRACK_ETCD_STATE=new\n" and calls == []  # etcd ignores the initial state with data
+
+
+def test_an_emptied_member_of_a_cluster_that_existed_refuses_to_start_it_anew(tmp_path, member_script) -> None:
+    """Every member's data disk wiped (a size change reallocated them all): nobody answers, but the
+    marker on the OS disk says the cluster existed. Starting as `new` would hand the API servers an
+    empty cluster; the member refuses, changes nothing, and names the restore."""
+    _, member, script = member_script
+    state, calls, out = run(tmp_path, script, None, marked=True, rc=1)
+    assert state == "" and all(c.endswith("member list") for c in calls) and len(calls) == 3
+    assert f"REFUSED to start {member.name}" in out and "cluster deadbeef" in out
+    assert "\n  skyrack etcd restore configs/dev.yaml --cluster etcd --snapshot latest --yes\n" in out
+
+
+def test_a_marked_member_still_rejoins_a_cluster_that_answers(tmp_path, member_script) -> None:
+    plan, _, script = member_script
+    state, calls, _ = run(tmp_path, script, listing(plan, {}), marked=True)
+    assert state == "SKYRACK_ETCD_STATE=existing\n" and calls[1].endswith("member remove ba1b2c3d4e5f60")
+
+
+def test_a_marked_member_with_data_starts_as_it_was(tmp_path, member_script) -> None:
+    _, _, script = member_script
+    state, calls, _ = run(tmp_path, script, None, data=True, marked=True)
+    assert state == "SKYRACK_ETCD_STATE=new\n" and calls == []
+
+
+def test_mark_records_the_cluster_id_of_the_running_member(tmp_path, member_script) -> None:
+    _, _, script = member_script
+    _, calls, out = run(tmp_path, script, None, args=("--mark",))
+    assert f"marked in {tmp_path}/os-disk/etcd.cluster" in out
+    assert calls == ["--endpoints=https://127.0.0.1:2379 --dial-timeout=3s --command-timeout=10s endpoint status -w json"]
+    assert (tmp_path / "os-disk" / "etcd.cluster").read_text() == f"{16045690984833335023:x}\n"
+    assert not (tmp_path / "run" / "state.env").exists()  # marking decides nothing about the start
+
+
+def test_the_events_cluster_starts_anew_and_keeps_no_marker(tmp_path) -> None:
+    """Events carry a one-hour lease: an emptied events cluster loses nothing the cluster needs."""
+    plan = planmod.make(CONFIGS / "prod.yaml")
+    events = plan.members_of("etcd-events")[0]
+    files = user_data_files(plan, events)
+    assert "--mark" not in files["/etc/systemd/system/skyrack-etcd.service"]
+    state, _, out = run(tmp_path, files["/usr/local/sbin/skyrack-etcd-member"], None, marked=True)
+    assert state == "SKYRACK_ETCD_STATE=new\n" and "being created" in out

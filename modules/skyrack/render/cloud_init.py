@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 ETCD_PKI = "/etc/skyrack/etcd/pki"
 ETCD_DATA = "/var/lib/etcd"
 ETCD_STATE_FILE = "/run/skyrack/etcd-state.env"  # SKYRACK_ETCD_STATE=new|existing, written at each boot
+ETCD_MARKER_DIR = "/var/lib/skyrack/etcd"  # on the OS disk: outlives the data directory on local NVMe
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
@@ -149,7 +150,7 @@ def etcd(plan: Plan, member: Member, pki: EtcdPki, *, kubernetes_repo: str, data
     """
     data_disk = data_disk or ("rootfs" if plan.env.lab is not None else "local")
     unit = render("cloud-init/etcd.service.j2", member=member, flags=etcd_flags(plan, member), data_dir=ETCD_DATA,
-                  state_file=ETCD_STATE_FILE)
+                  state_file=ETCD_STATE_FILE, guarded=etcd_guarded(member))
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk, label=ETCD_DISK_LABEL)
     install = render("cloud-init/etcd-install.sh.j2", version=plan.env.control_plane.etcd.version,
                      repo=kubernetes_repo.rstrip("/") + "/", pki_dir=ETCD_PKI)
@@ -192,7 +193,22 @@ def etcd_member_script(plan: Plan, member: Member) -> str:
     others = ",".join(client_url(p) for p in plan.members_of(member.role) if p.name != member.name)
     return render("cloud-init/etcd-member.sh.j2", member=member, data_dir=f"{ETCD_DATA}/{member.role}",
                   state_file=ETCD_STATE_FILE, peer_url=f"https://{member.ip}:{PEER_PORT}", others=others,
-                  pki_dir=ETCD_PKI, attempts=3, retry_seconds=2)
+                  pki_dir=ETCD_PKI, attempts=3, retry_seconds=2, guarded=etcd_guarded(member),
+                  marker=etcd_marker(member), client_port=CLIENT_PORT, env_file=f"configs/{plan.source.name}")
+
+
+def etcd_guarded(member: Member) -> bool:
+    """Whether an emptied member refuses to start a new cluster once its machine has been in one.
+
+    The main cluster holds the whole cluster's state: never replaced by an empty one. The
+    events cluster holds events with a one-hour lease: empty, it loses nothing the cluster
+    needs, and refusing would only stop the API servers from recording events."""
+    return member.role == "etcd"
+
+
+def etcd_marker(member: Member) -> str:
+    """The marker that this machine has been in a quorate cluster: on the OS disk, never the data disk."""
+    return f"{ETCD_MARKER_DIR}/{member.role}.cluster"
 
 
 def events_servers_override(plan: Plan) -> str | None:
