@@ -59,6 +59,10 @@ PROMETHEUS_MODULE_VERSION = "v0.316.0"
 PROMETHEUS_GO = "1.26.7"
 PROMETHEUS_IMAGE = f"quay.io/prometheus/prometheus:v{prometheus_release(PROMETHEUS_MODULE_VERSION)}"
 
+# KWOK, the simulated fleet's controller (the lab's fleet test and bench/fleet_scale.py): fake Nodes that
+# hold leases and report status like kubelets, and pods on them that run without containers.
+KWOK_VERSION = "v0.8.0"
+
 KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
     b.version: b
     for b in (

@@ -99,13 +99,14 @@ def test_the_gate_names_the_plan_that_fixes_a_stale_lock(tmp_path):
 
 
 def test_a_lab_that_is_not_up_names_lab_up(tmp_path):
-    """`lab kubeconfig`, `lab outputs`, `lab pulumi` and `join` of a lab that is not up: each names `skyrack lab up ENV`, a
+    """`lab kubeconfig`, `lab outputs`, `lab pulumi`, `lab fleet up` and `join` of a lab that is not up: each names `skyrack lab up ENV`, a
     command the parser takes, for the same environment file."""
     import lab_variants as variants
 
     env = variants.make(ROOT / "configs" / "lab.yaml", tmp_path, "skyrackh0", 61)
     for args in (["lab", "kubeconfig", str(env)], ["lab", "outputs", str(env)],
-                 ["lab", "pulumi", "--env", str(env), "preview"], ["join", str(env)]):
+                 ["lab", "pulumi", "--env", str(env), "preview"], ["join", str(env)],
+                 ["lab", "fleet", "up", str(env), "--nodes", "10"]):
         failed = run_cli(*args)
         assert failed.returncode == 1, (args, failed.stdout, failed.stderr)
         found = hints(failed.stdout + failed.stderr)
@@ -140,6 +141,7 @@ COVERED = {
     "plan.py": {"plan"},  # test_a_stale_lock_names_the_plan_that_fixes_it
     "gitops/compare.py": {"plan"},  # test_the_gate_names_the_plan_that_fixes_a_stale_lock
     "lab/cli.py": {"lab up"},  # test_a_lab_that_is_not_up_names_lab_up (kubeconfig, outputs)
+    "lab/fleet.py": {"lab up"},  # test_a_lab_that_is_not_up_names_lab_up (lab fleet up)
     "lab/stacks.py": {"lab up"},  # test_a_lab_that_is_not_up_names_lab_up (lab pulumi)
     "join/driver.py": {"lab up"},  # test_a_lab_that_is_not_up_names_lab_up (join)
     "etcd/cli.py": {"etcd lab-up"},  # test_etcd_of_a_lab_that_is_not_up_names_etcd_lab_up

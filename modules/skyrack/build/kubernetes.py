@@ -1,4 +1,5 @@
-"""The programs a cluster runs, from the Go module proxy: Kubernetes, CoreDNS, pause, containerd, etcd, Prometheus.
+"""The programs a cluster runs, from the Go module proxy: Kubernetes, CoreDNS, pause, containerd, etcd, Prometheus;
+and KWOK, which simulates a fleet of nodes against it.
 
 * **Kubernetes** (`k8s.io/kubernetes`): its go.mod points every `k8s.io/<staging>` module at
   `./staging/...`, which the module zip does not carry. A wrapper module requires
@@ -11,6 +12,9 @@
 * **CoreDNS**: a wrapper main with the plugins the Corefile uses, the way CoreDNS documents
   builds with a chosen plugin set (fewer dependencies, a quarter of the compile).
 * **pause**: `build/pause/linux/pause.c` from the Kubernetes module, a static C program.
+* **KWOK** (`sigs.k8s.io/kwok`): built against this Kubernetes' own client modules (the same
+  staging replaces), so it speaks the cluster's API version and reuses the packages the
+  Kubernetes build compiled; upstream's node and pod Stage files are kept beside the binary.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import upstream
 from ..upstream import KubernetesBuild
 from . import go, programs
 from .cache import BuildError, Entry, Say, ensure
@@ -47,6 +52,7 @@ class Binaries:
     containerd: Path
     etcd: Path
     prometheus: Path
+    kwok: Path  # its cache entry: bin/kwok and stages/*.yaml
 
     def path(self, name: str) -> Path:
         if name in K8S_COMMANDS + E2E_COMMANDS:
@@ -117,6 +123,44 @@ def kubernetes(b: KubernetesBuild, say: Say) -> Path:
                       *[f"k8s.io/kubernetes/test/images/{c}" for c in E2E_COMMANDS]],
                      src, entry, log, say)
             _check_versions(out / "bin", b, entry, log)
+    return ensure(entry, build, say)
+
+
+# upstream's Stage files the simulated fleet runs (kustomize/stage/ in the module): nodes become Ready and keep
+# a lease; pods on them become Ready, complete, and go when deleted
+KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+               "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
+
+
+def kwok(b: KubernetesBuild, say: Say) -> Path:
+    """KWOK's controller, against this Kubernetes' client modules: `<entry>/bin/kwok`, `<entry>/stages/`."""
+    v = upstream.KWOK_VERSION
+    entry = _entry("kwok", v, b, stages=list(KWOK_STAGES))
+
+    def build(out: Path) -> None:
+        with entry.log().open("w") as log:
+            src = out / "src"
+            src.mkdir()
+            (src / "go.mod").write_text(f"module skyrack.invalid/kwok-build\n\ngo {b.go}\n\n"
+                                        f"require sigs.k8s.io/kwok {v}\n")
+            info = _download(f"k8s.io/kubernetes@{b.tag}", entry, log)
+            staging = _staging_replaces(info["GoMod"], entry, log)
+            go.run(["mod", "edit", *[f"-replace={m}={m}@{_staging_version(m, b, entry, log)}" for m in staging]],
+                   src, entry, log, "pointing the Kubernetes modules at this cluster's release")
+            go.build(["-mod=mod", "-trimpath", "-tags", BUILD_TAGS, "-ldflags",
+                      f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={v.lstrip('v')} "
+                      f"-X sigs.k8s.io/kwok/pkg/consts.KubeVersion={b.version}",
+                      "-o", str(out / "bin/kwok"), "sigs.k8s.io/kwok/cmd/kwok"], src, entry, log, say)
+            module = Path(_download(f"sigs.k8s.io/kwok@{v}", entry, log)["Dir"])
+            (out / "stages").mkdir()
+            for stage in KWOK_STAGES:
+                shutil.copyfile(module / "kustomize/stage" / stage, out / "stages" / Path(stage).name)
+            proc = subprocess.run([str(out / "bin/kwok"), "--version"], capture_output=True, text=True, timeout=60,
+                                  check=False)
+            log.write(f"kwok --version: {proc.stdout.strip()} {proc.stderr.strip()}\n")
+            if v.lstrip("v") not in proc.stdout + proc.stderr:
+                raise BuildError(f"kwok {v}: kwok --version does not report {v}; see {log.name}")
+            shutil.rmtree(src)
     return ensure(entry, build, say)
 
 
@@ -201,4 +245,4 @@ def all_binaries(b: KubernetesBuild, say: Say) -> Binaries:
     go.require_go()
     return Binaries(kubernetes=kubernetes(b, say), coredns=coredns(b, say), pause=pause(b, say),
                     containerd=programs.build(programs.CONTAINERD, say), etcd=programs.build(programs.ETCD, say),
-                    prometheus=programs.build(programs.PROMETHEUS, say))
+                    prometheus=programs.build(programs.PROMETHEUS, say), kwok=kwok(b, say))

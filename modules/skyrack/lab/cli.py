@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .. import build
-from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, dump_json, env_path, err, guarded, ok, out
+from ..cliutil import CONFIGS, DEFAULT_ENV, EnvArg, JsonOpt, dump_json, env_path, err, guarded, ok, out
 from ..engine import EngineError
 from ..kube import health
 from ..term import safe
@@ -269,3 +269,45 @@ def passthrough_args(argv: list[str], parsed: list[str], command: str = "kubectl
         if a.startswith("--env="):
             return args[:i] + args[i + 1:]
     return args
+
+
+fleet_app = typer.Typer(help="A simulated fleet (KWOK) on the lab's real control plane: an environment's planned "
+                             "nodes, registered as the join would, holding leases and reporting status like kubelets.",
+                        no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+
+@fleet_app.command("up")
+def fleet_up(
+    path: EnvArg = DEFAULT_ENV,
+    shape: Annotated[Path, typer.Option("--shape", help="The environment whose planned nodes are simulated "
+                                                        "(names, labels, taints, sizes, GPUs).",
+                                        parser=env_path)] = CONFIGS / "prod.yaml",
+    count: Annotated[int, typer.Option("--nodes", help="How many, in the plan's rack order.")] = 200,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 1800,
+    as_json: JsonOpt = False,
+) -> None:
+    """Register the first N planned nodes of --shape as KWOK nodes and wait until each is Ready (idempotent)."""
+    from . import fleet
+
+    say = (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]fleet[/bold] {safe(m)}"))
+    res = _run(lambda: fleet.up(path, shape, count, timeout, say), as_json)
+    if as_json:
+        dump_json(ok(**res))
+    else:
+        out.print(f"{res['nodes']} simulated nodes of {res['shape']} Ready on lab {res['environment']} "
+                  f"({res['created']} created in {res['create_seconds']} s, all Ready after {res['ready_seconds']} s); "
+                  f"remove them: skyrack lab fleet down {path}")
+
+
+@fleet_app.command("down")
+def fleet_down(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
+    """Delete every simulated node (their pods go with them) and stop KWOK."""
+    from . import fleet
+
+    say = (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]fleet[/bold] {safe(m)}"))
+    res = _run(lambda: fleet.down(path, say=say), as_json)
+    if as_json:
+        dump_json(ok(**res))
+    else:
+        out.print(f"{res['deleted']} simulated nodes deleted from lab {res['environment']}")

@@ -33,6 +33,7 @@ KUBERNETES_TOOLS = ("go", "umoci", "skopeo", "docker-registry", "dpkg-deb", "apt
 STAGES = (("etcd", "etcd-events"), ("apiserver",), ("worker", mesh.ROLE))
 APISERVER_TIMEOUT = 900  # cloud-init installs Kubernetes and runs kubeadm init
 Say = Callable[[str], None]
+KWOK_MARKER = "skyrack-fleet-kwok.yaml"  # in KWOK's command line (its configuration file): skyrack.lab.fleet
 
 
 class LabError(RuntimeError):
@@ -369,6 +370,8 @@ def teardown(paths: Paths, bridge: str, subnet: str, say: Say = print) -> list[s
             done.append(f"stopped the registry (pid {st.registry_pid})")
         if daemon.stop(st.azurite_pid, azurite.MARKER):
             done.append(f"stopped Azurite (pid {st.azurite_pid})")
+        if daemon.stop(st.kwok_pid, KWOK_MARKER):
+            done.append(f"stopped KWOK (pid {st.kwok_pid})")
         if mesh.stop_controller(st.receptor_pid, paths):
             done.append(f"stopped the lab's Receptor (pid {st.receptor_pid})")
     node_root = paths.root / "nodes"

@@ -1,0 +1,102 @@
+"""The simulated fleet's pieces that need no lab: the Nodes it registers, KWOK's stages, the bench's arithmetic.
+
+tests/lab/test_kubernetes_fleet.py registers 200 of these Nodes with a real API server and KWOK.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skyrack import plan as planmod
+from skyrack.errors import InputError
+from skyrack.lab import fleet
+from support import CONFIGS, ROOT
+
+
+@pytest.fixture(scope="module")
+def prod() -> planmod.Plan:
+    return planmod.make(CONFIGS / "prod.yaml")
+
+
+def test_a_simulated_node_is_what_the_join_registers_for_that_planned_node(prod):
+    n = prod.nodes[70]  # rack r002, team language, H100s
+    doc = fleet.node_manifest(n, prod)
+    meta, spec, status = doc["metadata"], doc["spec"], doc["status"]
+    assert meta["name"] == n.name == "r002-n07"
+    assert meta["labels"] == {**planmod.node_labels(prod.env, prod.env.racks[1]), "kubernetes.io/hostname": n.name,
+                              "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", fleet.SIMULATED_LABEL: "true"}
+    assert meta["annotations"] == {"kwok.x-k8s.io/node": "fake"}
+    assert spec["taints"] == [{"key": "skyrack.io/team", "value": "language", "effect": "NoSchedule"},
+                              {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert spec["podCIDR"] == n.pod_cidr and spec["podCIDRs"] == [n.pod_cidr]
+    # DGX H100 (224 CPUs, 2 TiB) less the plan's kubelet reservation; 8 GPUs as the device plugin reports
+    assert status["capacity"] == {"pods": "32", "cpu": "224", "memory": "2048Gi", "nvidia.com/gpu": "8"}
+    r = n.reservation
+    assert status["allocatable"] == {"pods": "32", "cpu": f"{224_000 - r.kube_cpu_m - r.system_cpu_m}m",
+                                     "memory": f"{2048 * 1024 - r.kube_memory_mi - r.system_memory_mi - r.eviction_memory_mi}Mi",
+                                     "nvidia.com/gpu": "8"}
+    assert status["addresses"] == [{"type": "InternalIP", "address": n.ip}, {"type": "Hostname", "address": n.name}]
+
+
+def test_the_fleet_is_the_plans_nodes_in_rack_order(prod):
+    docs = fleet.manifests(prod, 130)
+    assert [d["metadata"]["name"] for d in docs] == [n.name for n in prod.nodes[:130]]
+    assert docs[-1]["metadata"]["labels"]["skyrack.io/rack"] == "r003"
+
+
+@pytest.mark.parametrize("count", [0, 7681])
+def test_a_fleet_the_plan_does_not_hold_is_refused(prod, count):
+    with pytest.raises(InputError) as exc:
+        fleet.manifests(prod, count)
+    assert "plans 7680 nodes; give 1 to 7680" in str(exc.value) and "prod.yaml" in str(exc.value)
+
+
+def test_kwoks_heartbeat_reports_status_at_kubelets_frequency(tmp_path):
+    (tmp_path / "stages").mkdir()
+    upstream = [{"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "node-heartbeat-with-lease"},
+                 "spec": {"delay": {"durationMilliseconds": 600000, "jitterDurationMilliseconds": 610000}}},
+                {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-ready"},
+                 "spec": {"delay": {"durationMilliseconds": 1}}}]
+    for d in upstream:
+        (tmp_path / "stages" / f"{d['metadata']['name']}.yaml").write_text(yaml.safe_dump(d))
+    got = {d["metadata"]["name"]: d for d in yaml.safe_load_all(fleet.stages(tmp_path))}
+    assert got["node-heartbeat-with-lease"]["spec"]["delay"] == {"durationMilliseconds": 300000,
+                                                                  "jitterDurationMilliseconds": 310000}
+    assert got["pod-ready"] == upstream[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("fleet_scale", Path(ROOT) / "bench/fleet_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_benchs_quantiles_are_prometheus_histogram_quantile():
+    q = _bench().quantile
+    # 100 calls: 50 under 0.1 s, 40 more under 0.5 s, 10 more under 1 s
+    buckets = {0.1: 50, 0.5: 90, 1.0: 100, float("inf"): 100}
+    assert q(0.5, buckets) == pytest.approx(0.1)
+    assert q(0.75, buckets) == pytest.approx(0.1 + 0.4 * 25 / 40)
+    assert q(0.99, buckets) == pytest.approx(0.5 + 0.5 * 9 / 10)
+    assert q(0.99, {0.1: 0, 1.0: 0, float("inf"): 5}) == 1.0  # beyond the last bound: that bound
+    assert q(0.99, {0.1: 0, float("inf"): 0}) is None
+
+
+def test_the_bench_classes_calls_by_the_slos_units():
+    b = _bench()
+    key_post = ("POST", "pods", "", "resource")
+    key_list = ("LIST", "nodes", "", "cluster")
+    key_watch = ("WATCH", "pods", "", "cluster")
+    before = {"buckets": {key_post: {0.1: 10, 2.0: 10, float("inf"): 10}}, "gauges": {}}
+    after = {"buckets": {key_post: {0.1: 10, 2.0: 30, float("inf"): 30}, key_list: {1.0: 4, 60.0: 5, float("inf"): 5},
+                         key_watch: {0.1: 3, float("inf"): 3}}, "gauges": {}}
+    lat = b.latencies(before, after)
+    assert set(lat) == {"mutating", "list-cluster"}  # watches are no SLO's
+    assert lat["mutating"]["calls"] == 20 and lat["mutating"]["worst"] == "POST pods"
+    assert lat["mutating"]["within_slo"] is False  # 20 new calls all between 0.1 s and 2 s: p99 1.9 s > 1 s
+    assert lat["list-cluster"]["calls"] == 5 and lat["list-cluster"]["within_slo"] is False
