@@ -63,7 +63,9 @@ def test_kwoks_heartbeat_reports_status_at_kubelets_frequency(tmp_path):
                  "spec": {"delay": {"durationMilliseconds": 1}}}]
     for d in upstream:
         (tmp_path / "stages" / f"{d['metadata']['name']}.yaml").write_text(yaml.safe_dump(d))
-    got = {d["metadata"]["name"]: d for d in yaml.safe_load_all(fleet.stages(tmp_path))}
+    docs = list(yaml.safe_load_all(fleet.stages(tmp_path)))
+    assert docs[0]["kind"] == "KwokConfiguration" and docs[0]["options"]["nodeLeaseParallelism"] >= 64
+    got = {d["metadata"]["name"]: d for d in docs[1:]}
     assert got["node-heartbeat-with-lease"]["spec"]["delay"] == {"durationMilliseconds": 300000,
                                                                   "jitterDurationMilliseconds": 310000}
     assert got["pod-ready"] == upstream[1]
