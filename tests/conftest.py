@@ -19,7 +19,7 @@ def env_copy(tmp_path: Path):
     def _copy(name: str) -> Path:
         dest = tmp_path / "configs"
         dest.mkdir(exist_ok=True)
-        for suffix in (".yaml", ".lock.yaml"):
+        for suffix in (".yaml", ".lock.yaml", "-site-ca.pem"):  # prod names its site CA beside it
             src = CONFIGS / f"{name}{suffix}"
             if src.exists():
                 shutil.copy(src, dest / src.name)

@@ -83,3 +83,13 @@ def policy_pack_declared(python: str, pack: Path) -> dict:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def rejects(path: Path, *fragments: str, command: str = "validate") -> str:
+    """`skyrack <command> PATH` refuses the file: exit 1, no traceback, every fragment in what it says."""
+    proc = run_cli(command, str(path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, f"{fragment!r} not in:\n{proc.stderr}"
+    return proc.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import ipaddress
+import re
 import secrets
 import string
 from collections.abc import Iterable
@@ -207,3 +208,46 @@ def ssh_keypair() -> tuple[str, str]:
                                 serialization.NoEncryption()).decode()
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
     return private, public
+
+
+MAX_CA_BUNDLE = 64 * 1024  # a site's CA bundle is a few certificates, not a trust store
+
+
+def ca_bundle(pem: str, now: dt.datetime | None = None) -> str:
+    """A site's CA bundle (`mirrors.ca`) checked and normalised: one or more PEM certificates, each a CA and
+    valid now, and nothing else in the text. ValueError says what is wrong, in words for the file's author."""
+    if len(pem) > MAX_CA_BUNDLE:
+        raise ValueError(f"{len(pem)} bytes: a CA bundle is at most {MAX_CA_BUNDLE // 1024} KiB")
+    blocks = re.findall(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", pem, flags=re.S)
+    rest = re.sub(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", "", pem, flags=re.S)
+    if not blocks or rest.strip():
+        raise ValueError("not PEM certificates (expected only -----BEGIN CERTIFICATE----- blocks)")
+    now = now or dt.datetime.now(dt.UTC)
+    out = []
+    for i, (kind, _) in enumerate(blocks, 1):
+        if kind != "CERTIFICATE":
+            raise ValueError(f"block {i} is a {kind.lower()}, not a certificate (a private key never goes here)")
+    try:
+        certs = x509.load_pem_x509_certificates(pem.encode())
+    except ValueError:
+        raise ValueError("not PEM certificates (a block does not decode as an X.509 certificate)") from None
+    for i, cert in enumerate(certs, 1):
+        name = cert.subject.rfc4514_string() or f"certificate {i}"
+        try:
+            ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        except x509.ExtensionNotFound:
+            ca = False
+        if not ca:
+            raise ValueError(f"{name!r} is not a CA certificate (no basicConstraints CA:TRUE): "
+                             "give the CA that signed the mirrors' certificates, not a mirror's own")
+        if cert.not_valid_after_utc <= now:
+            raise ValueError(f"{name!r} expired on {cert.not_valid_after_utc:%Y-%m-%d}")
+        if cert.not_valid_before_utc > now + _CLOCK_SKEW:
+            raise ValueError(f"{name!r} is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC")
+        out.append(cert.public_bytes(serialization.Encoding.PEM).decode())
+    return "".join(out)
+
+
+def fingerprint(cert_pem: str) -> str:
+    """SHA-256 of the first certificate's DER, as `openssl x509 -fingerprint -sha256` prints it (hex, colons)."""
+    return load_cert(cert_pem).fingerprint(hashes.SHA256()).hex(":").upper()

@@ -169,6 +169,8 @@ PROSE = {
     ("cli.py", "join"): "`plan` says which command releases a leaving node's range",
     ("join/driver.py", "join"): "a failed departure says the next join starts it over; tests/lab/test_join_removal.py "
                                 "runs that join",
+    ("config/schema.py", "lab up"): "a missing lab site CA says what makes it (`lab up` takes a file that would "
+                                    "not load); tests/core/test_site_ca.py checks the message",
     ("lab/hostlimits.py", "lab down"): "the inotify warning says which lab to take down; "
                                        "tests/labhost/test_hostlimits.py checks its text",
 }

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import CONFIGS, run_cli
+from support import CONFIGS, rejects, run_cli
 
 
 def write_env(tmp_path: Path, mutate, base: str = "dev", name: str | None = None) -> Path:
@@ -17,15 +17,6 @@ def write_env(tmp_path: Path, mutate, base: str = "dev", name: str | None = None
     path = tmp_path / f"{name or data.get('name', base)}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def rejects(path: Path, *fragments: str) -> str:
-    proc = run_cli("validate", str(path))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment in proc.stderr, f"{fragment!r} not in:\n{proc.stderr}"
-    return proc.stderr
 
 
 @pytest.mark.parametrize("env", ["lab", "dev", "prod"])

@@ -22,7 +22,7 @@ from skyrack import azurite
 from skyrack import plan as planmod
 from skyrack.etcd.client import Client, Tls
 from skyrack.etcd.remote import Ssh
-from skyrack.lab import controlplane
+from skyrack.lab import controlplane, site
 from skyrack.lab.state import Paths
 from support import CONFIGS, need, run_cli  # noqa: F401  (CONFIGS: re-exported to the test modules)
 
@@ -42,9 +42,10 @@ kubernetes:
 onprem:
   cidrs: [198.18.{octet}.128/25]
 mirrors:  # etcd comes from the site's Kubernetes repository, as in production
-  apt_proxy: http://198.18.{octet}.1:3142
-  kubernetes: "http://198.18.{octet}.1:3142/kubernetes/core:/stable:/v1.37/deb/"
-  registry: http://198.18.{octet}.1:5000
+  ca: {ca}
+  apt_proxy: https://198.18.{octet}.1:3142
+  kubernetes: "https://198.18.{octet}.1:3142/kubernetes/core:/stable:/v1.37/deb/"
+  registry: https://198.18.{octet}.1:5000
 backups:
   container: etcd-snapshots
 lab:
@@ -56,7 +57,8 @@ lab:
 def write_env(d: Path, name: str, bridge: str, octet: int, count: int, events: bool) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{name}.yaml"
-    path.write_text(ENV.format(name=name, bridge=bridge, octet=octet, count=count, events=str(events).lower()))
+    path.write_text(ENV.format(name=name, bridge=bridge, octet=octet, count=count, events=str(events).lower(),
+                               ca=site.SITE_CA))
     run_cli("plan", str(path), check=True)  # writes the lock file next to it
     return path
 

@@ -123,7 +123,7 @@ def test_the_lab_renders_with_the_plans_data_disk(variants, tmp_path):
     plan = variants[0]
     pp = controlplane.ensure_pki(plan, Paths(tmp_path / "lab"))
     m = plan.members_of("etcd")[0]
-    repo = plan.env.mirrors.kubernetes or "http://198.18.0.1:3142/kubernetes/core:/stable:/v1.37/deb/"
+    repo = plan.env.mirrors.kubernetes or "https://198.18.0.1:3142/kubernetes/core:/stable:/v1.37/deb/"
     lab_text = cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), kubernetes_repo=repo)
     assert "nvme" not in lab_text
     assert lab_text == cloud_init.etcd(plan, m, controlplane.etcd_pki(pp, m), kubernetes_repo=repo, data_disk="rootfs")

@@ -35,8 +35,9 @@ class GitRepo:
                               env={**os.environ, **GIT_ENV}).stdout
 
     def copy(self, name: str) -> Path:
-        for suffix in (".yaml", ".lock.yaml"):
-            shutil.copy(CONFIGS / f"{name}{suffix}", self.configs / f"{name}{suffix}")
+        for suffix in (".yaml", ".lock.yaml", "-site-ca.pem"):  # prod names its site CA beside it
+            if (CONFIGS / f"{name}{suffix}").exists():
+                shutil.copy(CONFIGS / f"{name}{suffix}", self.configs / f"{name}{suffix}")
         return self.configs / f"{name}.yaml"
 
     def load(self, name: str) -> dict[str, Any]:

@@ -51,6 +51,9 @@ def test_every_rule_is_tested_here():
 
 CASES = [
     # rule, edits that pass, edits that fail, (field, words of the message) of the failure
+    ("mirrors-https", [production, lambda d: d["mirrors"].update(apt_proxy="https://pkgs.example.org:3142")],
+     [production, lambda d: d["mirrors"].update(apt_proxy="http://pkgs.example.org:3142")],
+     ("mirrors.apt_proxy", "http://pkgs.example.org:3142 is plain HTTP")),
     ("production-etcd-quorum", [production],
      [production, lambda d: d["azure"].update(zones=["1", "2"])], ("azure.zones", "span 2 zone(s)")),
     ("production-etcd-quorum", [lambda d: d["control_plane"]["etcd"].update(count=1)],

@@ -173,3 +173,22 @@ def test_save_writes_every_format_from_one_comparison(repo: GitRepo, tmp_path: P
     assert (out / "d.md").read_text() == run_cli("diff", "main", "--format", "markdown", cwd=repo.root).stdout
     bad = run_cli("diff", "main", "--save", str(out / "d.yaml"), cwd=repo.root)
     assert bad.returncode == 2 and "suffix names the format" in bad.stderr and not (out / "d.yaml").exists()
+
+
+def test_a_ca_file_is_read_at_each_revision(repo: GitRepo):
+    """`mirrors.ca: site-ca.pem` beside the environment: the base side reads the file as that revision had it."""
+    from skyrack import pki
+
+    old, new = pki.create_ca("site CA 2025"), pki.create_ca("site CA 2026")
+    (repo.configs / "site-ca.pem").write_text(old.cert_pem)
+    repo.edit("dev", lambda d: d["mirrors"].update(ca="site-ca.pem"))
+    repo.commit("the site's CA")
+    (repo.configs / "site-ca.pem").write_text(new.cert_pem)  # only the file changes, in the working tree
+    change = find(only(repo.diff()), "CA ")
+    assert change.field == "mirrors.ca"
+    assert f"CA {pki.fingerprint(old.cert_pem)[:23]}… → CA {pki.fingerprint(new.cert_pem)[:23]}…" in change.message
+    (repo.configs / "site-ca.pem").unlink()
+    repo.commit("the file removed")
+    proc = run_cli("diff", "main~1", "main", cwd=repo.root)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "main:configs/dev.yaml: mirrors.ca: site-ca.pem: no such file beside the environment file" in proc.stdout

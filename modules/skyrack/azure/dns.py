@@ -19,12 +19,11 @@ import pulumi
 from pulumi_azure_native import dnsresolver
 
 from ..config import Environment
+from ..config.semantics import MIRROR_FIELDS, PRIVATE_SUFFIXES
 from .context import Context
 
 SUBNET = "dns-resolver"
 DELEGATION = "Microsoft.Network/dnsResolvers"
-# Suffixes no public DNS answers (RFC 6762, RFC 8375, ICANN's .internal, common site habits).
-PRIVATE_SUFFIXES = (".internal", ".local", ".lan", ".corp", ".intranet", ".private", ".home.arpa", ".localdomain")
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Forwarding:
 def mirror_hosts(env: Environment) -> list[tuple[str, str]]:
     """(field, host name) of every mirror given by name, not by address."""
     out = []
-    for field in ("apt_proxy", "kubernetes", "registry"):
+    for field in MIRROR_FIELDS:
         url = getattr(env.mirrors, field)
         host = urlsplit(url).hostname if url else None
         if host:

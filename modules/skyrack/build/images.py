@@ -132,15 +132,16 @@ def layout_tag(name: str, ref: str) -> str:
     return f"{name}-{ref.rsplit(':', 1)[1]}"
 
 
-def publish(layout: Path, b: KubernetesBuild, registry: str, log_path: Path) -> list[str]:
-    """Copy every image into `registry` (host:port, plain HTTP on the lab bridge) under upstream's name."""
+def publish(layout: Path, b: KubernetesBuild, registry: str, log_path: Path, ca_dir: Path) -> list[str]:
+    """Copy every image into `registry` (host:port, HTTPS) under upstream's name, verifying the registry's
+    certificate against the CA(s) in `ca_dir` (skopeo's --dest-cert-dir: its *.crt files)."""
     pushed = []
     with log_path.open("a") as log:
         for spec in SPECS:
             ref = b.images()[spec.name]
             dest = f"docker://{registry}/{ref}"
             source = f"oci:{layout}:{layout_tag(spec.name, ref)}"
-            _run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", source, dest], log,
+            _run(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(ca_dir), source, dest], log,
                  f"pushing {ref} to {registry}")
             pushed.append(ref)
     return pushed

@@ -12,6 +12,7 @@ import re
 import string
 import urllib.parse
 from functools import cached_property, partial
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,11 +23,12 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from .. import sizing, tuning
+from .. import pki, sizing, tuning
 from ..errors import printable
 from ..ipam import API_SERVICE_INDEX, DNS_SERVICE_INDEX, service_ip
 
@@ -414,14 +416,61 @@ class OnPrem(Strict):
         return [_network(x) for x in v] if isinstance(v, list) else v
 
 
+def _site_ca(value: Any, info: ValidationInfo) -> str:
+    """`mirrors.ca`: PEM text, or the path of a PEM file (relative to the environment file's directory).
+
+    Read here, once: the model holds the checked PEM, never a path, so every consumer renders the same text."""
+    if not isinstance(value, str):
+        raise ValueError("expected PEM text or the path of a PEM file")
+    if value.lstrip().startswith("-----BEGIN"):
+        return pki.ca_bundle(value)
+    if printable(value) != value or "\n" in value or not value.strip():
+        raise ValueError(f"'{printable(value)[:80]}' is neither PEM text nor a file's path")
+    path = Path(value)
+    context = info.context or {}
+    if not path.is_absolute():
+        if context.get("read") is not None:  # the file at a revision under review (`skyrack diff`), not on disk
+            text = context["read"](value)
+            if text is None:
+                raise ValueError(f"{value}: no such file beside the environment file at that revision")
+            return pki.ca_bundle(text)
+        if context.get("base_dir") is None:
+            raise ValueError(f"{value}: a relative path, with no environment file to be relative to")
+        path = Path(context["base_dir"]) / path
+    try:
+        if path.stat().st_size > pki.MAX_CA_BUNDLE:
+            raise ValueError(f"{path}: larger than {pki.MAX_CA_BUNDLE // 1024} KiB; a CA bundle is a few certificates")
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        hint = " (the lab's site CA: `skyrack lab up` or `./dev setup` creates it)" if str(path).startswith(
+            "/var/lib/skyrack/lab/") else ""
+        raise ValueError(f"{path}: no such file{hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as PEM text ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return pki.ca_bundle(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
 class Mirrors(Strict):
     """Where nodes get packages. Racks have no internet access either."""
+
+    # The site's CA bundle: every VM and rack node trusts it before its first fetch (cloud-init `ca_certs`,
+    # the os_baseline role), so HTTPS mirrors with the site's own certificates verify (apt, curl, containerd).
+    ca: Annotated[str, AfterValidator(_site_ca)] | None = None
 
     apt_proxy: Annotated[str, AfterValidator(partial(_url, schemes=("http", "https")))] | None = None
     kubernetes: Annotated[str, AfterValidator(partial(_url, schemes=("http", "https", "file")))] | None = None
     # A registry mirror every node pulls through (containerd `hosts.toml`): images keep their
     # upstream names, the mirror serves `<upstream registry>/<repository>` under its own /v2/.
     registry: Annotated[str, AfterValidator(partial(_url, schemes=("http", "https"), trailing_slash=False))] | None = None
+
+    @property
+    def kubernetes_host(self) -> str | None:
+        """The Kubernetes repository's host (None for none or a file:// one): apt reaches it directly, as curl
+        fetches its key, never through `apt_proxy` (an HTTPS source through it would need CONNECT)."""
+        return urllib.parse.urlsplit(self.kubernetes).hostname if self.kubernetes else None
 
 
 class Team(Strict):

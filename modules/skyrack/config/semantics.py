@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import urllib.parse
 from pathlib import Path
 
 from .. import ipam, upstream
@@ -45,6 +46,7 @@ def semantic_problems(env: Environment, file_name: str | None = None, builds: bo
             if a.overlaps(b):
                 out.append((pa, f"{a} overlaps {pb} ({b})"))
 
+    out.extend(_mirror_trust_problems(env))
     teams = {}
     for i, team in enumerate(env.teams):
         if team.name in teams:
@@ -114,6 +116,36 @@ def semantic_problems(env: Environment, file_name: str | None = None, builds: bo
     if env.lab is not None:
         out.extend(_lab_problems(env, builds))
     out.extend(_cluster_problems(env))
+    return out
+
+
+MIRROR_FIELDS = ("apt_proxy", "kubernetes", "registry")
+# Suffixes no public DNS answers and no public CA certifies (RFC 6762 .local, RFC 8375 .home.arpa, ICANN's
+# reserved .internal, common site habits): Azure forwards them on-prem (azure/dns.py), and an HTTPS mirror
+# under one has a certificate from the site's own CA.
+PRIVATE_SUFFIXES = (".internal", ".local", ".lan", ".home.arpa", ".corp", ".intranet", ".private", ".localdomain")
+
+
+def private_name(host: str) -> bool:
+    """Whether a mirror's host can only carry a certificate of the site's own CA: an IP address, a single
+    label, or a name under a private suffix."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return "." not in host or host.endswith(PRIVATE_SUFFIXES)
+
+
+def _mirror_trust_problems(env: Environment) -> list[tuple[str, str]]:
+    """An HTTPS mirror whose certificate no public CA can have needs `mirrors.ca`, or every fetch fails."""
+    out = []
+    for field in MIRROR_FIELDS:
+        url = getattr(env.mirrors, field)
+        parts = urllib.parse.urlsplit(url or "")
+        if parts.scheme == "https" and env.mirrors.ca is None and private_name(parts.hostname or ""):
+            out.append((f"mirrors.{field}", f"{url}: {parts.hostname} can only have a certificate from the site's "
+                                            "own CA, and mirrors.ca is not set: set it to that CA (PEM text or a "
+                                            "file), or every node refuses the mirror"))
     return out
 
 

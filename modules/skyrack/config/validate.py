@@ -8,6 +8,7 @@ MAX_PROBLEMS of them.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +89,14 @@ def _retired(label: str, data: dict, drop: bool) -> list[Problem]:
     return problems
 
 
-def load(path: str | Path, text: str | None = None, base: bool = False) -> Environment:
+def load(path: str | Path, text: str | None = None, base: bool = False,
+         read: Callable[[str], str | None] | None = None) -> Environment:
     """Load and fully validate an environment file. Raises InputError with every problem.
 
     `base`: the file as a revision under review had it (`skyrack diff`'s base side): the keys in RETIRED are
     ignored instead of refused, and a lab's versions need not be ones this code builds (that revision's
-    code built them)."""
+    code built them). `read`: how a file the environment names by a relative path (`mirrors.ca`) is read,
+    given that path, when the file is not on disk but at a revision (None: no such file); default: from disk."""
     path = Path(path)
     label = str(path)
     data = read_yaml(path, text)
@@ -103,7 +106,7 @@ def load(path: str | Path, text: str | None = None, base: bool = False) -> Envir
     if problems:
         raise InputError(problems)
     try:
-        env = Environment.model_validate(data)
+        env = Environment.model_validate(data, context={"base_dir": path.parent, "read": read})
     except ValidationError as exc:
         raise InputError(_capped(label, _pydantic_problems(label, exc))) from None
     except RecursionError:

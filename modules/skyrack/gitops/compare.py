@@ -14,7 +14,7 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import ipam
+from .. import ipam, pki
 from ..config import Environment
 from ..plan import NodeVars, Plan
 from ..policies.rules import public_exposure
@@ -28,8 +28,8 @@ CLAIMED = {
     "control_plane.apiservers.count", "control_plane.apiservers.vm_size", "control_plane.etcd.count",
     "control_plane.etcd.vm_size", "control_plane.etcd.events_cluster", "control_plane.etcd.quota_backend_gib",
     "kubernetes.version", "kubernetes.service_cidr", "kubernetes.pod_cidr", "kubernetes.pods_per_node",
-    "kubernetes.cluster_domain", "kubernetes.node_dns_ip", "onprem.cidrs", "onprem.vpn", "mirrors.apt_proxy", "mirrors.kubernetes",
-    "teams", "cloud_pools", "racks",
+    "kubernetes.cluster_domain", "kubernetes.node_dns_ip", "onprem.cidrs", "onprem.vpn",
+    "mirrors.ca", "mirrors.apt_proxy", "mirrors.kubernetes", "teams", "cloud_pools", "racks",
 }
 QUIET_PREFIXES: dict[str, Risk] = {"backups.": "info", "lab.": "info"}  # other unclaimed fields: caution
 
@@ -300,6 +300,13 @@ def _kubernetes(old: Plan, new: Plan) -> Iterator[Change]:
 
 @section
 def _mirrors(old: Plan, new: Plan) -> Iterator[Change]:
+    x, y = old.env.mirrors.ca, new.env.mirrors.ca
+    if x != y:
+        shown = lambda pem: f"CA {pki.fingerprint(pem)[:23]}…" if pem else "no site CA"  # noqa: E731
+        yield Change("caution", "mirrors", "mirrors.ca",
+                     f"{shown(x)} → {shown(y)}: rack nodes trust it from their next rack run, VMs and pool nodes "
+                     "created from now on; running VMs keep what they booted with (cloud-init runs once): list "
+                     "both CAs while mirrors keep their old certificates, until every VM is replaced (docs/azure.md)")
     for field in ("apt_proxy", "kubernetes"):
         x, y = getattr(old.env.mirrors, field), getattr(new.env.mirrors, field)
         if x != y:

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+import yaml
 
 from .. import config
 from .. import plan as planmod
@@ -44,7 +47,7 @@ class Side:
         """Validate and plan the environment at this revision (InputError names rev:path)."""
         where = Path(path if self.rev is None else f"{self.label}:{path}")
         # the base may still name a key this code retired (config.RETIRED): the change under review removes it
-        env = config.load(where, self.text(path), base=self.base)
+        env = config.load(where, self.text(path), base=self.base, read=lambda rel: self.text(beside(path, rel)))
         lock_text = self.text(lock_name(path))
         lock = None if lock_text is None else planmod.read_lock(where, lock_text)
         return planmod.build(env, where, lock)
@@ -95,8 +98,26 @@ def review(repo: Repo, base: Side, head: Side, only: set[str] | None = None) -> 
     return Report(base=base.label, head=head.label, envs=envs, code_changes=code)
 
 
+def beside(path: str, rel: str) -> str:
+    """A file the environment file names by a path relative to its own directory (`mirrors.ca`)."""
+    return posixpath.normpath(str(PurePosixPath(path).parent / rel))
+
+
+def named_files(side: Side, path: str) -> list[str]:
+    """The files the environment file at `side` names (a `mirrors.ca` that is a relative path), for `_same`."""
+    try:
+        data = yaml.safe_load(side.text(path) or "")
+    except yaml.YAMLError:
+        return []  # loading it reports the file's own problem
+    ca = ((data or {}).get("mirrors") or {}).get("ca") if isinstance(data, dict) else None
+    if not isinstance(ca, str) or ca.lstrip().startswith("-----BEGIN") or PurePosixPath(ca).is_absolute():
+        return []
+    return [beside(path, ca)]
+
+
 def _same(base: Side, head: Side, path: str) -> bool:
-    return all(base.text(p) == head.text(p) for p in env_files(path))
+    files = [*env_files(path), *named_files(base, path), *named_files(head, path)]
+    return all(base.text(p) == head.text(p) for p in files)
 
 
 def _one(base: Side, head: Side, b: str | None, h: str | None,

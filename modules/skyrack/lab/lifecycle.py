@@ -7,6 +7,7 @@ are removed. So `up` twice is a no-op and `up` after a crash recovers.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -71,13 +72,18 @@ class Lab:
 
 
 def open_lab(env_path: Path) -> Lab:
-    """Plan a lab environment; InputError if it is not one, or its proxy setting disagrees."""
+    """Plan a lab environment; InputError if it is not one, or its mirrors or their CA disagree with the lab's."""
+    with contextlib.suppress(OSError):  # not root: the file names the CA, and loading says it is missing
+        site.ensure_ca()
     p = planmod.make(env_path)
     if p.env.lab is None:
         raise InputError([Problem(str(env_path), "lab", "not a lab environment (no `lab:` section); "
                                                         "the lab runs only environments made for this machine")])
     lab = Lab(p, Paths.for_bridge(p.env.lab.bridge))
     problems = []
+    if p.env.mirrors.ca is None or p.env.mirrors.ca != site.lab_ca():
+        problems.append(Problem(str(env_path), "mirrors.ca", f"the lab's mirrors serve HTTPS with the lab's site CA: "
+                                                             f"set `ca: {site.SITE_CA}`"))
     if p.env.mirrors.apt_proxy not in (None, lab.proxy_url):
         problems.append(Problem(str(env_path), "mirrors.apt_proxy",
                                 f"the lab's apt proxy listens on {lab.proxy_url}; set that or leave it out"))

@@ -1,14 +1,16 @@
 """The lab's apt proxy: nodes fetch Debian packages through it, and through nothing else.
 
-A plain HTTP forward proxy (no CONNECT) that serves only GET/HEAD for the hosts of this
+A forward proxy for plain-HTTP Debian mirrors (no CONNECT) that serves only GET/HEAD for the hosts of this
 machine's own apt sources (`mirrors.sources()`); anything else gets 403. Files under
 `/pool/` never change once published, so they are cached on disk and served locally on
 the next request: the second node (or the re-run after `lab down`) installs without
 downloading. It also serves the lab's own repositories (`--serve /PREFIX/=DIR`, the
 Kubernetes apt repository built by skyrack.build): as an origin server for a plain GET
 (curl fetching `Release.key`) and as a proxy for its own address (apt, whose every request
-goes through the proxy). Run it as
-``python -m skyrack.lab.proxy --listen IP:PORT --cache DIR [--serve /PREFIX/=DIR ...]``.
+goes through the proxy). It speaks HTTPS only, with the certificate `--tls-cert/--tls-key` name:
+apt talks TLS to it as an HTTPS proxy (`Acquire::http::Proxy "https://..."`, apt >= 2.3) and
+fetches the Kubernetes repository from it as an HTTPS origin. Run it as
+``python -m skyrack.lab.proxy --listen IP:PORT --cache DIR --tls-cert PEM --tls-key PEM [--serve /PREFIX/=DIR ...]``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import http.client
 import os
 import shutil
+import ssl
 import sys
 import tempfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -124,14 +127,34 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
 
-def serve(listen: str, cache: Path, allowed: set[str], served: dict[str, Path] | None = None) -> None:
+class TLSServer(ThreadingHTTPServer):
+    """HTTPS only: each connection's TLS handshake runs in its own thread, so a slow or refusing client (one
+    without the site's CA) holds up nobody else."""
+
+    context: ssl.SSLContext
+
+    def finish_request(self, request, client_address) -> None:
+        request.settimeout(60)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            sys.stderr.write(f"{client_address[0]} TLS handshake failed: {exc}\n")
+            return
+        super().finish_request(tls, client_address)
+
+
+def serve(listen: str, cache: Path, allowed: set[str], tls: tuple[Path, Path],
+          served: dict[str, Path] | None = None) -> None:
     host, _, port = listen.rpartition(":")
     cache.mkdir(parents=True, exist_ok=True)
     Handler.allowed = frozenset(allowed)
     Handler.cache = cache
     Handler.own = frozenset({listen})
     Handler.served = tuple((p, d) for p, d in (served or {}).items())
-    server = ThreadingHTTPServer((host, int(port)), Handler)
+    server = TLSServer((host, int(port)), Handler)
+    server.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.context.minimum_version = ssl.TLSVersion.TLSv1_2
+    server.context.load_cert_chain(*tls)
     server.daemon_threads = True
     sys.stderr.write(f"listening on {listen}, forwarding to {', '.join(sorted(allowed))}\n")
     sys.stderr.flush()
@@ -144,6 +167,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, required=True, help="directory for cached /pool/ files")
     ap.add_argument("--serve", action="append", default=[], metavar="/PREFIX/=DIR",
                     help="serve the files of DIR under the URL path /PREFIX/ (repeatable)")
+    ap.add_argument("--tls-cert", type=Path, required=True, help="the certificate chain it serves (PEM, leaf first)")
+    ap.add_argument("--tls-key", type=Path, required=True, help="the certificate's private key (PEM)")
     args = ap.parse_args()
     allowed = {s.host for s in mirrors.sources()}
     if not allowed:
@@ -154,7 +179,7 @@ def main() -> None:
         if not sep or not prefix.startswith("/") or not prefix.endswith("/") or not Path(directory).is_dir():
             sys.exit(f"--serve {item!r}: expected /PREFIX/=DIR with an existing directory")
         served[prefix] = Path(directory)
-    serve(args.listen, args.cache, allowed, served)
+    serve(args.listen, args.cache, allowed, (args.tls_cert, args.tls_key), served)
 
 
 if __name__ == "__main__":

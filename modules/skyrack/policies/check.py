@@ -222,6 +222,19 @@ def _mirror(plan: Plan) -> Iterable[Violation]:
                       f"{plan.env.kubernetes.version}: nodes would not find them")
 
 
+@rule("mirrors-https",
+      f"in {' and '.join(VERSION_ENFORCED_TIERS)}, every mirror is HTTPS: over plain HTTP anyone on the path "
+      "can substitute images (a tag is not a digest) and read what a site installs; apt's signatures cover "
+      "packages only; a warning in other tiers",
+      "serve the mirror over HTTPS with a certificate of the site's CA and set mirrors.ca to that CA")
+def _mirrors_https(plan: Plan) -> Iterable[Violation]:
+    severity = "error" if plan.env.tier in VERSION_ENFORCED_TIERS else "warning"
+    for field in config.semantics.MIRROR_FIELDS:
+        url = getattr(plan.env.mirrors, field)
+        if url and url.startswith("http://"):
+            yield f"mirrors.{field}", f"{url} is plain HTTP", severity
+
+
 def stack_file(plan: Plan) -> Path:
     """The Pulumi stack settings beside the environment file (`stackConfigDir: configs`)."""
     return Path(plan.source).with_name(f"Pulumi.{plan.env.name}.yaml")

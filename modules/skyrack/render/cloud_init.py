@@ -375,7 +375,8 @@ def containerd_files(plan: Plan) -> tuple[str, dict[str, str]]:
                     containerd_restrict_oom_score_adj=False, containerd_default_runtime="runc",
                     containerd_cni_bin_dir=CNI_BIN_DIR)
     mirror = plan.env.mirrors.registry
-    hosts = {r: render("node/containerd-hosts.toml.j2", upstream_registry=r, registry_mirror=mirror)
+    hosts = {r: render("node/containerd-hosts.toml.j2", upstream_registry=r, registry_mirror=mirror,
+                       registry_ca=bool(plan.env.mirrors.ca))
              for r in plan.image_registries} if mirror else {}
     return config, hosts
 
