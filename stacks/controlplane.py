@@ -20,6 +20,7 @@ from pulumi_azure_native import authorization, resources
 from skyrack import plan as planmod
 from skyrack.azure import dns
 from skyrack.azure.apiservers import ApiServers
+from skyrack.azure.autoscaler import AutoscalerIdentity
 from skyrack.azure.backups import EtcdBackups
 from skyrack.azure.context import Context, env_tags
 from skyrack.azure.dns import DnsForwarder
@@ -127,13 +128,18 @@ def deploy(plan: planmod.Plan, settings: Settings) -> dict[str, Any]:
                             settings.kubernetes_repo, boot_after)
                 for role in etcd_roles]
     etcd = clusters[0]
+    # cluster-autoscaler runs on the API servers (skyrack.kube.autoscaler) with this identity, when there is a pool
+    autoscaler = AutoscalerIdentity("autoscaler", ctx) if plan.pools else None
     api = ApiServers("apiservers", ctx, net.subnet_ids["apiservers"], pki, ssh_key, settings.kubernetes_repo,
-                     boot_after)
-    scale_sets = {pool.name: CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)],
-                                       ssh_key, pki.pool_join(), settings.kubernetes_repo, boot_after).scale_set.name
-                  for pool in plan.pools}
-    if scale_sets:
-        outputs["cloud_pool_scale_sets"] = scale_sets  # the autoscaler's node groups, as Azure names them
+                     boot_after, identities=[autoscaler.id] if autoscaler else None)
+    pools = {pool.name: CloudPool(f"pool-{pool.name}", ctx, pool, net.subnet_ids[pool_subnet(pool.name)],
+                                  ssh_key, pki.pool_join(), settings.kubernetes_repo, boot_after).scale_set
+             for pool in plan.pools}
+    if autoscaler is not None:
+        for name, scale_set in pools.items():
+            autoscaler.grant(name, scale_set.id, net.subnet_ids[pool_subnet(name)])
+        outputs["cloud_pool_scale_sets"] = {name: s.name for name, s in pools.items()}  # its node groups
+        outputs["autoscaler_credentials"] = autoscaler.credentials  # secret: the contract says so (export)
 
     vault_secrets: dict[str, pulumi.Input[str]] = {
         "bootstrap-token": pki.bootstrap_token.value,

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from skyrack import config
 from skyrack import plan as planmod
 from skyrack.kube import autoscaler, layer
+from skyrack.kube import labels as lb
+from skyrack.render import cloud_init
 from support import is_secret
 
 from .conftest import CONFIGS, NOW, control_plane_outputs, run_program
-from .placement import pod_spec
+from .placement import can_run_on, live_labels, pod_spec
 
 
 def flags(manifest: dict) -> dict[str, list[str]]:
@@ -43,6 +46,29 @@ def test_node_groups_are_the_cloud_pools_only(rendered, env):
     assert f["--cloud-provider"] == ["azure"]
     # the scale sets as the control-plane stack names them
     assert f["--nodes"] == [f"{p.min}:{p.max}:skyrack-{env}-{p.name}" for p in r.plan.pools]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_it_runs_on_the_api_servers_only_where_its_azure_identity_is(rendered, env):
+    """The control plane attaches the autoscaler's managed identity to the API-server VMs (skyrack.azure.autoscaler),
+    reached through their metadata service on the host network; racks have no metadata service, pool nodes no
+    identity (and may all be gone)."""
+    r = rendered(env)
+    pod = pod_spec(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)
+    assert pod["hostNetwork"] is True
+    plain = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    taint = lb.CONTROL_PLANE_TAINT
+    for member in r.plan.members_of("apiserver"):  # as kubeadm registers it: its label, the taint in kubeadm.yaml.j2
+        labels = {**plain, "kubernetes.io/hostname": member.name, lb.CONTROL_PLANE_LABEL: "",
+                  planmod.DISRUPTION_EXEMPT_LABEL: "true"}
+        assert can_run_on(pod, labels, [f"{taint.key}={taint.value}:{taint.effect}"]), member.name
+    kubeadm = (Path(cloud_init.__file__).parents[1] / "templates/cloud-init/kubeadm.yaml.j2").read_text()
+    assert f"- key: {taint.key}\n      effect: {taint.effect}\n" in kubeadm  # the taint the API servers carry
+    for node in {n.rack: n for n in r.plan.nodes}.values():
+        assert not can_run_on(pod, live_labels(node), node.taints), node.rack
+    for pool in r.plan.pools:
+        labels = {**plain, planmod.ENV_LABEL: env, planmod.POOL_LABEL: pool.name, planmod.DISRUPTION_EXEMPT_LABEL: "true"}
+        assert not can_run_on(pod, labels, []), pool.name
 
 
 def test_a_lab_without_cloud_pools_runs_no_autoscaler(rendered):

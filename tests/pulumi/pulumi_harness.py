@@ -4,7 +4,8 @@
 `stacks/controlplane.run` and returns every registered resource (type, name, inputs)
 and the resolved stack outputs with their secretness. The mocks answer like Azure
 would in the ways the program relies on: resource IDs, a managed identity's principal
-ID, a public IP, the VPN gateway's BGP address, the storage account's blob endpoint, the vault URI, and the PKI
+ID (and a user-assigned one's client ID), a public IP, the VPN gateway's BGP address, the
+storage account's blob endpoint, the vault URI, and the PKI
 resources' real contents (the dynamic provider's own `make`, so real certificates).
 """
 
@@ -34,7 +35,8 @@ DYNAMIC = "pulumi-python:dynamic/skyrack:"
 # The input holding a resource's own Azure name, where it is not <lowerCamelType>Name.
 OWN_NAME = {"VirtualMachine": "vmName", "VirtualMachineScaleSet": "vmScaleSetName", "StorageAccount": "accountName",
             "BlobContainer": "containerName", "PrivateRecordSet": "relativeRecordSetName", "Vault": "vaultName",
-            "PrivateZone": "privateZoneName", "PrivateResolverVirtualNetworkLink": "virtualNetworkLinkName"}
+            "PrivateZone": "privateZoneName", "PrivateResolverVirtualNetworkLink": "virtualNetworkLinkName",
+            "UserAssignedIdentity": "resourceName", "RoleDefinition": "roleDefinitionId"}
 MOCK_BGP_ADDRESS = "10.0.0.30"
 ONPREM_DNS = "10.64.0.53"
 DEFAULT_CONFIG = {"skyrack:kubernetesAptRepo": "https://k8s-apt.example.test/core/stable/v1.31/deb/",
@@ -84,6 +86,10 @@ class AzureMocks(pulumi.runtime.Mocks):
         state = {**plain, "name": name, "id": rid}
         if kind in ("VirtualMachine", "VirtualMachineScaleSet"):
             state["identity"] = {**plain.get("identity", {}), "principalId": f"principal-{name}"}
+            if "userAssignedIdentities" in state["identity"]:  # a list of IDs in, a map by ID out (as Azure answers)
+                state["identity"]["userAssignedIdentities"] = {i: {} for i in state["identity"]["userAssignedIdentities"]}
+        elif kind == "UserAssignedIdentity":
+            state.update(principalId=f"principal-{name}", clientId=f"client-{name}")
         elif kind == "VirtualNetworkGateway" and plain.get("enableBgp"):
             # Azure gives the gateway a BGP address in GatewaySubnet (its last usable one).
             state["bgpSettings"] = {**plain.get("bgpSettings", {}), "bgpPeeringAddress": MOCK_BGP_ADDRESS}

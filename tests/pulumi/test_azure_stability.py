@@ -50,10 +50,14 @@ def test_the_provider_travels_to_pulumis_dynamic_provider_process(tmp_path) -> N
 def test_role_assignment_names_are_stable_and_unique_per_subscription(dev: StackRun) -> None:
     """Names are GUIDs unique in the tenant: the same environment in two subscriptions must not collide."""
     names = lambda run: sorted(r.plain["roleAssignmentName"] for r in run.of_type("authorization:RoleAssignment"))  # noqa: E731
+    roles = lambda run: [r.plain["roleDefinitionId"] for r in run.of_type("authorization:RoleDefinition")]  # noqa: E731
     again = run_stack("dev", mocks=AzureMocks(prior=dev.pki_state()))
-    assert names(again) == names(dev) and len(set(names(dev))) == len(names(dev)) == 3
+    # 3 etcd members write backups; the autoscaler lists scale sets, and scales dev's one pool (scale set, subnet)
+    assert names(again) == names(dev) and len(set(names(dev))) == len(names(dev)) == 3 + 1 + 2
+    assert roles(again) == roles(dev) and len(roles(dev)) == 1  # its custom role: a GUID unique in the tenant too
     elsewhere = run_stack("dev", mocks=AzureMocks(subscription="22222222-2222-2222-2222-222222222222"))
     assert not set(names(elsewhere)) & set(names(dev))
+    assert not set(roles(elsewhere)) & set(roles(dev))
 
 
 def test_one_member_can_be_replaced_with_its_fixed_names_and_address(stack: StackRun) -> None:

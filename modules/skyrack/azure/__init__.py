@@ -3,6 +3,7 @@
 One module per concern: `network` (VNet, subnets, NSGs, NAT, private DNS), `hybrid`
 (VPN to on-prem), `pki` (keys and certificates kept in state), `vm` (a control-plane
 VM), `etcd`, `apiservers` (with the internal load balancer), `pools` (scale sets with
-pod addresses), `vault` (Key Vault) and `backups` (etcd snapshot storage). `rules`
-holds the network security rules as plain data. The program in `stacks/` composes them.
+pod addresses), `autoscaler` (cluster-autoscaler's managed identity and its roles), `vault`
+(Key Vault) and `backups` (etcd snapshot storage). `rules` holds the network security rules as
+plain data, `rbac` the role-assignment helper. The program in `stacks/` composes them.
 """

@@ -26,7 +26,9 @@ class ApiServers(pulumi.ComponentResource):
 
     def __init__(self, name: str, ctx: Context, subnet_id: pulumi.Input[str], pki: ControlPlanePki,
                  ssh_public_key: pulumi.Input[str], kubernetes_repo: str,
-                 boot_after: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None):
+                 boot_after: list[pulumi.Resource] | None = None, identities: list[pulumi.Input[str]] | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        """`identities`: user-assigned managed identities for every API server (the autoscaler's, which runs there)."""
         super().__init__("skyrack:azure:ApiServers", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         plan = ctx.plan
@@ -63,6 +65,6 @@ class ApiServers(pulumi.ComponentResource):
                 lambda p, m=member: cloud_init.apiserver(plan, m, p, kubernetes_repo=kubernetes_repo))
             self.vms[member.name] = control_plane_vm(ctx, member, subnet_id, user_data, ssh_public_key, self,
                                                      backend_pool_id=backend, depends_on=[self.load_balancer],
-                                                     boot_after=boot_after)
+                                                     boot_after=boot_after, identities=identities)
         self.endpoint = plan.apiserver_endpoint
         self.register_outputs({"endpoint": self.endpoint})

@@ -13,23 +13,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import uuid
 
 import pulumi
-from pulumi_azure_native import authorization, storage
+from pulumi_azure_native import storage
 
+from . import rbac
 from .context import Context
-
-BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Azure built-in role
-
-
-def assignment_name(scope: pulumi.Input[str], principal: pulumi.Input[str],
-                    role: pulumi.Input[str]) -> pulumi.Output[str]:
-    """A role assignment's name: a GUID unique in the tenant, the same on every run (ARM's `guid(scope, principal,
-    role)`). The scope holds the subscription, so one environment in two subscriptions never collides, and a
-    replaced VM (a new principal) gets a new assignment instead of a conflict with its predecessor's."""
-    return pulumi.Output.all(scope, principal, role).apply(
-        lambda v: str(uuid.uuid5(uuid.NAMESPACE_URL, "skyrack/role-assignment/" + "/".join(v))))
 
 
 def ip_rule(net: ipaddress.IPv4Network) -> str:
@@ -42,8 +31,7 @@ class EtcdBackups(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None):
         """`writer_subnet_ids`: the subnets the members' snapshots come from (service endpoint)."""
         super().__init__("skyrack:azure:EtcdBackups", name, None, opts)
-        self._ctx = ctx
-        child = self._child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self)
         env = ctx.plan.env
         # No account_name: Pulumi auto-names it (global, 3-24 lowercase letters and digits).
         self.account = storage.StorageAccount(
@@ -69,15 +57,11 @@ class EtcdBackups(pulumi.ComponentResource):
                 "filters": {"blob_types": ["blockBlob"], "prefix_match": [f"{container}/"]},
                 "actions": {"base_blob": expire},
             }}]}, opts=child)
-        self._role = pulumi.Output.concat("/subscriptions/", ctx.subscription_id,
-                                          f"/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
+        self._role = rbac.role_id(ctx, rbac.BLOB_DATA_CONTRIBUTOR)
         self.container_url: pulumi.Output[str] = pulumi.Output.concat(
             self.account.primary_endpoints.apply(lambda e: (e.blob if e else "") or ""), container)
         self.register_outputs({"container_url": self.container_url})
 
     def grant(self, who: str, principal: pulumi.Input[str], principal_type: str = "ServicePrincipal") -> None:
         """Storage Blob Data Contributor on the container: a member's VM identity, or an operator (`User`, `Group`)."""
-        authorization.RoleAssignment(
-            f"backup-writer-{who}", role_assignment_name=assignment_name(self.container.id, principal, self._role),
-            principal_id=principal, principal_type=principal_type, role_definition_id=self._role,
-            scope=self.container.id, opts=self._child)
+        rbac.grant(f"backup-writer-{who}", self.container.id, principal, self._role, self, principal_type)

@@ -34,6 +34,11 @@ class Context:
     def tags(self) -> dict[str, str]:
         return env_tags(self.plan.env.name)
 
+    @property
+    def group_id(self) -> pulumi.Output[str]:
+        """The resource group's full ID (a scope for role assignments and role definitions)."""
+        return pulumi.Output.concat("/subscriptions/", self.subscription_id, "/resourceGroups/", self.resource_group)
+
     def common(self) -> dict[str, object]:
         """Arguments every resource of the environment takes."""
         return {"resource_group_name": self.resource_group, "location": self.location, "tags": self.tags}

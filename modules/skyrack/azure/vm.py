@@ -49,8 +49,10 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
                      ssh_public_key: pulumi.Input[str], parent: pulumi.Resource,
                      backend_pool_id: pulumi.Input[str] | None = None,
                      depends_on: list[pulumi.Resource] | None = None,
-                     boot_after: list[pulumi.Resource] | None = None) -> compute.VirtualMachine:
-    """`boot_after`: what the first boot needs in place (the VPN connection, on-prem DNS forwarding)."""
+                     boot_after: list[pulumi.Resource] | None = None,
+                     identities: list[pulumi.Input[str]] | None = None) -> compute.VirtualMachine:
+    """`boot_after`: what the first boot needs in place (the VPN connection, on-prem DNS forwarding).
+    `identities`: user-assigned managed identities (resource IDs) the VM carries besides its own."""
     name = f"{ctx.prefix}-{member.name}"
     ip_config: dict[str, object] = {"name": "primary", "primary": True, "private_ip_allocation_method": "Static",
                                     "private_ip_address": member.ip, "subnet": {"id": subnet_id}}
@@ -72,7 +74,8 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
                                      "managed_disk": {"storage_account_type": "Premium_LRS"}}},
         network_profile={"network_interfaces": [{"id": nic.id, "primary": True, "delete_option": "Detach"}]},
         diagnostics_profile={"boot_diagnostics": {"enabled": True}},  # boot log (cloud-init output), serial console
-        identity={"type": "SystemAssigned"},
+        identity={"type": "SystemAssigned, UserAssigned", "user_assigned_identities": identities} if identities
+        else {"type": "SystemAssigned"},
         **ctx.common(),
         opts=pulumi.ResourceOptions(parent=parent, ignore_changes=list(ROLLED_BY_REPLACEMENT),
                                     delete_before_replace=True, depends_on=boot_after or []))

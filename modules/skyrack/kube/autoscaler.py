@@ -8,7 +8,12 @@ in parallel) through the flags the pinned autoscaler (1.37) still accepts, and t
 scale-down waits ``scale_down_unneeded_minutes`` after a deletion, so a burst of idleness cannot empty the pools in a few scan intervals.
 
 Azure credentials come from the Secret ``cluster-autoscaler-azure`` (ARM_* keys); the stack
-creates it when the control-plane stack exports ``autoscaler_credentials``.
+creates it when the control-plane stack exports ``autoscaler_credentials``. The Azure stack's are a
+user-assigned managed identity (``skyrack.azure.autoscaler``) attached to the API-server VMs only, with
+no secret: its tokens come from the VM's metadata service. So the autoscaler runs on the API servers,
+on the host network (the metadata service answers the VM's own address; an API-server VM has no pod
+addresses of its own). Nowhere else would do: on-prem nodes have no metadata service, pool nodes carry
+no identity (jobs run there) and may all be gone, and the API servers are always up.
 """
 
 from __future__ import annotations
@@ -81,7 +86,9 @@ def manifests(p: planmod.Plan, scale_sets: Any = None) -> list[o.Manifest]:
                                      "capabilities": {"drop": ["ALL"]}})
     pod = {"serviceAccountName": NAME, "priorityClassName": "system-cluster-critical",
            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
-           "tolerations": lb.system_tolerations(), "affinity": lb.prefer_non_gpu(), "containers": [c]}
+           # where its Azure identity is (module docstring): the API servers, through their metadata service
+           "hostNetwork": True, "dnsPolicy": "Default", "nodeSelector": {lb.CONTROL_PLANE_LABEL: ""},
+           "tolerations": [lb.CONTROL_PLANE_TAINT.toleration()], "containers": [c]}
     read = ["get", "list", "watch"]
     return [
         o.service_account(NAME, NAMESPACE),

@@ -36,6 +36,10 @@ class Taint:
         return {"key": self.key, "operator": "Exists", "effect": self.effect}
 
 
+# kubeadm's own: its mark-control-plane phase labels every API server's Node with this key (empty value),
+# and the API servers' kubeadm configuration (templates/cloud-init/kubeadm.yaml.j2) taints them with it.
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+CONTROL_PLANE_TAINT = Taint(CONTROL_PLANE_LABEL, "", "NoSchedule")
 TEAM_TAINT = Taint(plan.TEAM_TAINT_KEY, "", plan.TAINT_EFFECT)  # the value is the team: tolerate any, or team_taint
 GPU_TAINT = Taint(plan.GPU_TAINT_KEY, plan.GPU_TAINT_VALUE, plan.TAINT_EFFECT)
 
