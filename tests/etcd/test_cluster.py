@@ -22,9 +22,10 @@ import yaml
 from azure.storage.blob import BlobServiceClient
 from etcdlab import EtcdLab
 
-from skyrack import azurite, pki
+from skyrack import azurite, daemon, pki
 from skyrack.etcd.client import Client, EtcdError, Tls
-from skyrack.lab import controlplane
+from skyrack.lab import controlplane, site
+from skyrack.lab import state as labstate
 from skyrack.render import cloud_init
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -146,6 +147,41 @@ def test_lab_up_again_changes_nothing(lab3: EtcdLab):
     again = lab3.cli("etcd", "lab-up")
     assert "booting" not in again.stderr, again.stderr
     assert snapshot_state() == before
+
+
+def test_a_mirror_that_answers_late_is_waited_for(lab3: EtcdLab):
+    """The site's mirror down while a member installs etcd (its first-boot script, run again): the script
+    waits, says so in the boot log, and finishes on its own once the mirror is back (`lab up` restarts it)."""
+    st = labstate.load(lab3.paths)
+    assert st is not None and daemon.stop(st.proxy_pid, site.PROXY_MARKER), "the lab's apt proxy was not running"
+    log = "/var/log/skyrack-boot.log"
+    lab3.ssh.run("etcd-1", f"rm -f {log} /run/late.rc; systemd-run --unit=skyrack-late-mirror --collect "
+                           "sh -c '/usr/local/sbin/skyrack-etcd-install >/run/late.out 2>&1; echo $? >/run/late.rc'")
+    def said_waiting() -> str | None:
+        text = lab3.ssh.run("etcd-1", f"cat {log} 2>/dev/null || true")
+        return text if "waiting: Debian's package lists" in text else None
+
+    waiting = wait_for(said_waiting, timeout=120, what="the install to report that it waits for the mirror")
+    assert "again in 5 s" in waiting
+    lab3.cli("etcd", "lab-up")  # the mirror is back (the lab restarts its dead daemons, nothing else)
+    rc = wait_for(lambda: lab3.ssh.run("etcd-1", "cat /run/late.rc 2>/dev/null || true").strip(), timeout=180,
+                  what="the install to finish once the mirror answers")
+    said = lab3.ssh.run("etcd-1", f"cat {log}")
+    assert rc == "0", lab3.ssh.run("etcd-1", "tail -20 /run/late.out") + said
+    assert "done: Debian's package lists (attempt " in said and "ready: etcd 3.6.16 installed" in said, said
+    assert "FAILED" not in said
+    assert lab3.ssh.run("etcd-1", "systemctl is-active skyrack-etcd").strip() == "active"  # the member never stopped
+
+
+def wait_for(probe, timeout: float, what: str):
+    """`probe()`'s first truthy result within `timeout` seconds, polled every 2 s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(2)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 def test_snapshot_to_azurite_and_restore_into_a_new_cluster(lab3: EtcdLab):

@@ -191,15 +191,15 @@ def test_stack_settings_are_compared_and_a_secret_never_shown(repo: GitRepo):
     assert dev.status == "modified" and dev.stack
     got = sorted((c.risk, c.message) for c in dev.changes)
     assert got == [
-        ("caution", "apiserver user-data changes (apiserver-0, apiserver-1, apiserver-2; 12 line(s)): running VMs "
+        ("caution", "apiserver user-data changes (apiserver-0, apiserver-1, apiserver-2; 18 line(s)): running VMs "
                     "keep what they booted with (ignore_changes); each boots with it when replaced (`pulumi up "
                     "--replace`, one member at a time; docs/azure.md)"),
-        ("caution", "cloud-pool user-data changes (pool-cpu; 4 line(s)): the scale set's model changes; new "
+        ("caution", "cloud-pool user-data changes (pool-cpu; 6 line(s)): the scale set's model changes; new "
                     "instances boot with it"),
         ("caution", "controlplane stack setting skyrack:kubernetesAptRepo: https://pkgs.k8s.io/core:/stable:/v1.31/"
                     "deb/ → https://mirror.example.org/k8s/v1.31/deb/"),
         ("caution", "controlplane stack setting skyrack:vpnSharedKey: changed (a secret)"),
-        ("caution", "etcd user-data changes (etcd-0, etcd-1, etcd-2; 12 line(s)): running VMs keep what they booted "
+        ("caution", "etcd user-data changes (etcd-0, etcd-1, etcd-2; 18 line(s)): running VMs keep what they booted "
                     "with (ignore_changes); each boots with it when replaced (`pulumi up --replace`, one member at a "
                     "time; docs/azure.md)"),
     ]

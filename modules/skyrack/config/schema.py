@@ -261,6 +261,9 @@ class Etcd(Strict):
 class ControlPlane(Strict):
     apiservers: ApiServers = ApiServers()
     etcd: Etcd = Etcd()
+    # How long a VM's first boot (control plane and cloud pools) keeps retrying what needs the site (DNS, the
+    # mirrors, a quorate etcd for kubeadm init, the API server for a join) before it reports FAILED.
+    boot_deadline_minutes: Annotated[StrictInt, Field(ge=1, le=24 * 60)] = 30
 
 
 class Certificates(Strict):

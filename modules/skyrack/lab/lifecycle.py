@@ -24,6 +24,7 @@ from .. import azurite, build, daemon, upstream
 from .. import plan as planmod
 from ..config.schema import BRIDGE_PATTERN
 from ..errors import InputError, Problem
+from ..render import cloud_init
 from . import cluster, controlplane, hostlimits, image, mesh, network, nodes, site, ssh
 from .state import STATE_ROOT, Host, LabState, Paths, load, save
 
@@ -309,6 +310,12 @@ def wait_ready(lab: Lab, hosts: list[Host], timeout: float, rerun: bool = False)
     `rerun`: an API server whose cloud-init failed is not an error yet (its bootstrap runs again)."""
     deadline = time.monotonic() + timeout
 
+    def boot_log(h: Host) -> str:
+        """The last line of the host's first-boot log (render/cloud_init: retry.sh.j2), as production's shows."""
+        r = ssh.run(lab.paths, h.name, f"tail -n 1 {cloud_init.BOOT_LOG} 2>/dev/null", timeout=10)
+        last = r.stdout.strip() if r.returncode == 0 else ""
+        return f"; its {cloud_init.BOOT_LOG} says: {last}" if last else ""
+
     def ready(h: Host) -> str | None:
         if not nodes.wait_ssh(h.ip, deadline):
             return f"{h.name}: SSH did not answer within {timeout:.0f} s (log: {lab.paths.log_dir / h.name}.log)"
@@ -318,12 +325,12 @@ def wait_ready(lab: Lab, hosts: list[Host], timeout: float, rerun: bool = False)
                 errors = json.loads(r.stdout).get("v1", {}).get("errors", [])
                 if errors and rerun and h.role == "apiserver":
                     return None
-                return f"{h.name}: cloud-init finished with errors: {errors}" if errors else None
+                return f"{h.name}: cloud-init finished with errors: {errors}{boot_log(h)}" if errors else None
             if r.returncode == 255:  # ssh itself failed, e.g. a host key mismatch: do not retry blindly
                 if "Host key verification failed" in r.stderr:
                     return f"{h.name}: {r.stderr.strip()}"
             time.sleep(0.5)
-        return f"{h.name}: cloud-init did not finish within {timeout:.0f} s"
+        return f"{h.name}: cloud-init did not finish within {timeout:.0f} s{boot_log(h)}"
 
     with ThreadPoolExecutor(max_workers=min(8, len(hosts))) as pool:
         problems = [p for p in pool.map(ready, hosts) if p]

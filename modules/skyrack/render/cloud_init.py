@@ -42,6 +42,8 @@ PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
 # containerd, kubelet, kubeadm and kubectl come from the site's Kubernetes repository (the bootstrap script)
 NODE_PACKAGES = ("curl", "gpg", "iptables")
+ETCD_PACKAGES = ("curl", "gpg")
+BOOT_LOG = "/var/log/skyrack-boot.log"  # every first-boot script's progress and verdict (retry.sh.j2)
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,9 @@ def etcd(plan: Plan, member: Member, pki: EtcdPki, *, kubernetes_repo: str, data
                   state_file=ETCD_STATE_FILE, guarded=etcd_guarded(member))
     disk = render("cloud-init/etcd-disk.sh.j2", data_dir=ETCD_DATA, data_disk=data_disk, label=ETCD_DISK_LABEL)
     install = render("cloud-init/etcd-install.sh.j2", version=plan.env.control_plane.etcd.version,
-                     repo=kubernetes_repo.rstrip("/") + "/", pki_dir=ETCD_PKI)
-    return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI,
+                     repo=kubernetes_repo.rstrip("/") + "/", pki_dir=ETCD_PKI, prerequisites=ETCD_PACKAGES,
+                     deadline_minutes=plan.env.control_plane.boot_deadline_minutes, boot_log=BOOT_LOG)
+    return render("cloud-init/etcd.yaml.j2", env=plan.env, member=member, pki=pki, pki_dir=ETCD_PKI, etcd_packages=ETCD_PACKAGES,
                   unit=unit, disk_script=disk, install_script=install,
                   member_script=etcd_member_script(plan, member),
                   snapshot_script=etcd_snapshot_script(plan, member, backup_url) if backup_url else None,
@@ -404,7 +407,8 @@ def _kubeadm_context(plan: Plan, kubernetes_repo: str, pki: ApiServerPki | Worke
         "env": env, "plan": plan, "pki": pki, "node_packages": NODE_PACKAGES,
         "endpoint": plan.apiserver_endpoint.removeprefix("https://"), "lb_ip": plan.apiserver_lb_ip,
         "kubeadm_api": kubeadm_api(plan),
-        "repo": kubernetes_repo.rstrip("/") + "/", **extra,
+        "repo": kubernetes_repo.rstrip("/") + "/", "prerequisites": NODE_PACKAGES,
+        "deadline_minutes": env.control_plane.boot_deadline_minutes, "boot_log": BOOT_LOG, **extra,
     }
 
 
