@@ -54,8 +54,7 @@ def apiserver_specs(plan: Plan, member: Member) -> list[CertSpec]:
     domain = plan.env.kubernetes.cluster_domain
     dns = (member.name, member.fqdn, api_fqdn(plan), "kubernetes", "kubernetes.default",
            "kubernetes.default.svc", f"kubernetes.default.svc.{domain}", "localhost")
-    endpoint_ip = plan.apiserver_endpoint.removeprefix("https://").rsplit(":", 1)[0]
-    ips = tuple(dict.fromkeys((member.ip, plan.apiserver_lb_ip, endpoint_ip, plan.api_service_ip, "127.0.0.1")))
+    ips = (member.ip, plan.apiserver_lb_ip, plan.api_service_ip, "127.0.0.1")
     return [
         CertSpec(f"{member.name}-serving", "kubernetes", "kube-apiserver", None, dns, ips, server=True),
         CertSpec(f"{member.name}-etcd-client", "etcd", f"kube-apiserver-etcd-client-{member.name}", client=True),

@@ -331,9 +331,9 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
                 fqdn=f"{role}-{i}.{env.dns_zone}", subnet=str(subnet),
                 reservation=api_reservation if role == "apiserver" else None,
             ))
+    # The load balancer's frontend: Azure's internal load balancer, or in the lab its stand-in on the lab host
+    # (skyrack.lab.balancer). Every client, the API servers themselves included, reaches the cluster there.
     lb_ip = str(ipam.load_balancer_ip(subnets["apiservers"]))
-    # The lab has no load balancer: its single API-server endpoint is the first member.
-    endpoint_ip = members[0].ip if env.lab is not None else lb_ip
 
     names = [node.name for _, node, _ in env.rack_nodes]
     max_pods = env.kubernetes.pods_per_node
@@ -359,7 +359,7 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
                       max_pods=max_pods, reservation=p.reservation) for p in env.cloud_pools]
     service_cidr = env.kubernetes.service_cidr
     return Plan(env=env, source=source, subnets={k: str(v) for k, v in subnets.items()},
-                apiserver_lb_ip=lb_ip, apiserver_endpoint=f"https://{endpoint_ip}:6443",
+                apiserver_lb_ip=lb_ip, apiserver_endpoint=f"https://{lb_ip}:6443",
                 members=members, nodes=nodes, pools=pools, sizing=sz, allocation=alloc,
                 tuning=tuning.control_plane(env.node_count, env.control_plane.apiservers.count),
                 api_service_ip=str(ipam.service_ip(service_cidr, ipam.API_SERVICE_INDEX)),

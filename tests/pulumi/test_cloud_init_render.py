@@ -76,13 +76,17 @@ def test_events_cluster_is_a_separate_cluster() -> None:
         cloud_init.etcd_flags(plan, plan.members_of("apiserver")[0])
 
 
-def test_lab_apiserver_has_no_load_balancer_hairpin(lab) -> None:
+def test_lab_apiservers_are_behind_the_load_balancer_as_in_azure(lab) -> None:
+    """One code path: the lab's endpoint is the load balancer's address (its haproxy stand-in), and each
+    member reaches it through its own hairpin rule, as an Azure VM must."""
     plan, issued = lab
-    member = plan.members_of("apiserver")[0]
+    assert plan.apiserver_endpoint == f"https://{plan.apiserver_lb_ip}:6443"
+    member = plan.members_of("apiserver")[1]
     config = yaml.safe_load(cloud_init.apiserver(plan, member, apiserver_pki(issued, member.name),
                                                  kubernetes_repo=REPO))
     paths = {f["path"]: f["content"] for f in config["write_files"]}
-    assert not any("hairpin" in p for p in paths)
+    hairpin = paths["/etc/systemd/system/skyrack-apiserver-hairpin.service"]
+    assert f"-d {plan.apiserver_lb_ip}/32 -p tcp --dport 6443 -j DNAT --to-destination {member.ip}:6443" in hairpin
     kubeadm = list(yaml.safe_load_all(paths["/etc/skyrack/kubeadm.yaml"]))
     init = next(d for d in kubeadm if d["kind"] == "InitConfiguration")
     assert "bootstrapTokens" not in init, "the cluster layer owns the join token"

@@ -73,7 +73,8 @@ def show(path: Path, as_json: bool, done: bool = False) -> dict:
     if st["mesh"]:
         out.print(f"Receptor (join --via receptor): {st['receptor'] or '[red]not running[/red]'}")
     if st["kubernetes"]:
-        out.print(f"Kubernetes {st['kubernetes']}: registry {st['registry'] or 'not running'}; "
+        out.print(f"Kubernetes {st['kubernetes']}: registry {st['registry'] or 'not running'}; API servers' "
+                  f"load balancer {st['load_balancer'] or '[red]not running[/red]'}; "
                   f"kubectl --kubeconfig $(skyrack lab kubeconfig) get nodes")
     return st
 

@@ -25,11 +25,12 @@ from .. import plan as planmod
 from ..config.schema import BRIDGE_PATTERN
 from ..errors import InputError, Problem
 from ..render import cloud_init
-from . import cluster, controlplane, hostlimits, image, mesh, network, nodes, site, ssh
+from . import balancer, cluster, controlplane, hostlimits, image, mesh, network, nodes, site, ssh
 from .state import STATE_ROOT, Host, LabState, Paths, load, save
 
 TOOLS = ("systemd-nspawn", "debootstrap", "iptables", "ssh", "ssh-keygen", "ip")
-KUBERNETES_TOOLS = ("go", "umoci", "skopeo", "docker-registry", "dpkg-deb", "apt-ftparchive", "gpg", "cc", "setcap")
+KUBERNETES_TOOLS = ("go", "umoci", "skopeo", "docker-registry", "dpkg-deb", "apt-ftparchive", "gpg", "cc", "setcap",
+                    "haproxy")
 # Boot order: etcd before the API servers (kubeadm init needs it), the API servers before the workers;
 # execution nodes (mesh.py) with the workers.
 STAGES = (("etcd", "etcd-events"), ("apiserver",), ("worker", mesh.ROLE))
@@ -158,9 +159,12 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     artifacts = _build(lab, say)
     img = image.ensure(cfg.suite, paths.log_dir / "image.log", say)
     st.image = str(img.rootfs)
-    network.ensure_bridge(cfg.bridge, str(cfg.host_ip), str(cfg.subnet))
+    network.ensure_bridge(cfg.bridge, str(cfg.host_ip), str(cfg.subnet),
+                          also=(lab.plan.apiserver_lb_ip,) if lab.kubernetes is not None else ())
     st.rules = network.ensure_rules(cfg.bridge, str(cfg.subnet))
     _start_site(lab, st, artifacts, say)
+    if lab.kubernetes is not None:
+        _start_balancer(lab, st, say)
     receptor = _start_mesh(lab, st, say)
     if controlplane.backups_configured(lab.plan) and not azurite.alive(st.azurite_pid):
         st.azurite_pid = controlplane.start_azurite(lab.plan, paths, say)
@@ -236,6 +240,23 @@ def _start_site(lab: Lab, st: LabState, artifacts: build.Artifacts | None, say: 
             say(f"registry holds {len(pushed)} images ({', '.join(r.rsplit('/', 1)[1] for r in pushed)})")
     except site.SiteError as exc:
         raise LabError(str(exc)) from None
+
+
+def _start_balancer(lab: Lab, st: LabState, say: Say) -> None:
+    """The API servers' load balancer on the lab host (balancer.py), restarted when what it balances changed."""
+    ca_pem = controlplane.ensure_pki(lab.plan, lab.paths).cas["kubernetes"].cert_pem
+    wanted = balancer.fingerprint(lab.plan, lab.paths, ca_pem)
+    if balancer.alive(st.balancer_pid) and st.balancer_config == wanted:
+        return
+    balancer.stop(st.balancer_pid)
+    try:
+        st.balancer_pid = balancer.start(lab.plan, lab.paths, ca_pem)
+    except balancer.BalancerError as exc:
+        raise LabError(str(exc)) from None
+    st.balancer_config = wanted
+    members = lab.plan.members_of("apiserver")
+    say(f"load balancer on {lab.plan.apiserver_endpoint} (haproxy, pid {st.balancer_pid}) for "
+        f"{', '.join(m.name for m in members)}, each probed on /readyz")
 
 
 def _start_mesh(lab: Lab, st: LabState, say: Say) -> Path | None:
@@ -383,6 +404,8 @@ def teardown(paths: Paths, bridge: str, subnet: str, say: Say = print) -> list[s
             done.append(f"stopped the registry (pid {st.registry_pid})")
         if daemon.stop(st.azurite_pid, azurite.MARKER):
             done.append(f"stopped Azurite (pid {st.azurite_pid})")
+        if balancer.stop(st.balancer_pid):
+            done.append(f"stopped the load balancer (pid {st.balancer_pid})")
         if daemon.stop(st.kwok_pid, KWOK_MARKER):
             done.append(f"stopped KWOK (pid {st.kwok_pid})")
         if mesh.stop_controller(st.receptor_pid, paths):
@@ -449,6 +472,8 @@ def status(env_path: Path) -> dict:
         "rules": bool(st) and network.rules_present(network.forward_rules(lab.cfg.bridge, str(lab.cfg.subnet))),
         "apt_proxy": lab.proxy_url if st and site.proxy_alive(st.proxy_pid) else None,
         "registry": lab.site.registry if st and site.registry_alive(st.registry_pid) else None,
+        # the API servers' endpoint, served by the lab's load balancer (balancer.py)
+        "load_balancer": lab.plan.apiserver_endpoint if st and balancer.alive(st.balancer_pid) else None,
         "mesh": lab.plan.env.execution is not None,  # the lab runs a Receptor mesh (its `execution:`)
         "receptor": str(mesh.socket_path(lab.paths)) if st and mesh.alive(st.receptor_pid) else None,
         "kubernetes": lab.plan.env.kubernetes.version if lab.kubernetes else None,

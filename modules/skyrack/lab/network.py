@@ -23,13 +23,16 @@ def bridge_exists(bridge: str) -> bool:
     return Path(f"/sys/class/net/{bridge}").exists()
 
 
-def ensure_bridge(bridge: str, host_ip: str, subnet: str) -> None:
+def ensure_bridge(bridge: str, host_ip: str, subnet: str, also: tuple[str, ...] = ()) -> None:
+    """The bridge, up, with the host's address on the lab's subnet and each of `also` as a /32 (the API
+    servers' load-balancer address, which the lab host serves: skyrack.lab.balancer)."""
     prefix = ipaddress.IPv4Network(subnet).prefixlen
     if not bridge_exists(bridge):
         _ip("link", "add", bridge, "type", "bridge")
     addrs = _ip("-o", "addr", "show", "dev", bridge).stdout
-    if f" {host_ip}/{prefix} " not in addrs:
-        _ip("addr", "add", f"{host_ip}/{prefix}", "dev", bridge)
+    for cidr in (f"{host_ip}/{prefix}", *(f"{ip}/32" for ip in also)):
+        if f" {cidr} " not in addrs:
+            _ip("addr", "add", cidr, "dev", bridge)
     _ip("link", "set", bridge, "up")
 
 

@@ -38,6 +38,8 @@ class LabState:
     registry_pid: int | None = None  # only when the lab builds Kubernetes
     azurite_pid: int | None = None  # only when the environment has `backups:`
     receptor_pid: int | None = None  # the controller's Receptor, only with an `execution:` section
+    balancer_pid: int | None = None  # haproxy, the API servers' load balancer (skyrack.lab.balancer)
+    balancer_config: str = ""  # what it was started with (balancer.fingerprint)
     kwok_pid: int | None = None  # KWOK, while a simulated fleet is up (skyrack.lab.fleet)
     rules: list[list[str]] = field(default_factory=list)  # iptables rules added (without -A/-D)
     hosts: dict[str, Host] = field(default_factory=dict)

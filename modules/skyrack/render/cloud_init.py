@@ -245,9 +245,10 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
                kubelet_config=yaml.safe_dump(kubelet_configuration(plan), sort_keys=False),
                audit_policy=yaml.safe_dump(tuning.audit_policy(), sort_keys=False),
                skip_phases=",".join(SKIPPED_INIT_PHASES),
-               # Behind an Azure load balancer (not in the lab) a member must not reach itself through it.
-               hairpin=ctx["endpoint"].split(":")[0] == plan.apiserver_lb_ip)
-    unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx) if ctx["hairpin"] else ""
+               # Behind the load balancer (Azure's, or the lab's stand-in) a member must not reach itself
+               # through it: Azure's drops a backend's connection to its own frontend.
+               hairpin=True)
+    unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx)
     renew = {"member": member, "certs": plan.env.kubernetes.certificates}
     return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit,
                   certs_renew_script=render("cloud-init/kubeadm-certs-renew.sh.j2", **renew),
