@@ -128,7 +128,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="skyrack-bench-fleet-") as d:
         tmp = Path(d)
         env = variants.make(ROOT / "configs/lab.yaml", tmp / "env", BRIDGE, OCTET, rack_nodes=args.rack_nodes,
-                            etcd=1, kubernetes=False, racks=RACKS)
+                            etcd=1, apiservers=1, kubernetes=False, racks=RACKS)
         try:
             lifecycle.up(env, say=out.print)  # with the lab's mesh: its Receptor, execution nodes x01 and x02
             for x in ("x01", "x02"):

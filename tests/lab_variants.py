@@ -20,12 +20,14 @@ BASE_PREFIX = "198.18.0."
 
 def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int | None = None,
          etcd: int | None = None, kubernetes: bool = True, racks: int | None = None,
-         execution: bool = True, kubernetes_settings: dict | None = None) -> Path:
+         execution: bool = True, kubernetes_settings: dict | None = None, apiservers: int | None = None) -> Path:
     """Write `<dest_dir>/lab.yaml` (+ lock) and return its path. `kubernetes=False`: a lab of hosts
     only (no Kubernetes mirror, so nothing is built and the API servers boot without user-data).
     `rack_nodes`: every rack's size. `racks=3`: the file's racks, then its first again as `r03`, ...
     (the next addresses), or only the first `racks` of them. `execution=False`: no Receptor mesh.
-    `kubernetes_settings`: merged into the file's `kubernetes:` (e.g. short-lived `certificates`)."""
+    `kubernetes_settings`: merged into the file's `kubernetes:` (e.g. short-lived `certificates`).
+    `apiservers=1`: one API server behind the load balancer instead of the file's two (a lab whose test
+    is not about the control plane's redundancy, or a lab of hosts only, where nothing runs on them)."""
     data = yaml.safe_load(source.read_text())
     data["lab"]["bridge"] = bridge
     if not kubernetes:
@@ -53,6 +55,8 @@ def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int 
             ex["receptor_socket"] = str(mesh.socket_path(Paths.for_bridge(bridge)))
     if etcd is not None:
         data["control_plane"]["etcd"]["count"] = etcd
+    if apiservers is not None:
+        data["control_plane"]["apiservers"]["count"] = apiservers
     data["kubernetes"].update(kubernetes_settings or {})
     text = yaml.safe_dump(data, sort_keys=False).replace(BASE_PREFIX, f"198.18.{octet}.")
     dest_dir.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ def fleet_lab(tmp_path_factory: pytest.TempPathFactory):
     if reason:
         need(reason)
     env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("fleet"), BRIDGE, OCTET, rack_nodes=1, etcd=1,
-                        kubernetes=False, racks=len(RACKS))
+                        apiservers=1, kubernetes=False, racks=len(RACKS))
     proc = run_cli("lab", "up", str(env), timeout=1200)
     assert proc.returncode == 0, proc.stderr
     yield FleetLab(env, Paths.for_bridge(BRIDGE))

@@ -39,7 +39,7 @@ def short_lived(tmp_path_factory):
     if reason:
         need(reason)
     env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("certs"), BRIDGE, OCTET, etcd=1, racks=1,
-                        rack_nodes=1, execution=False, kubernetes_settings={"certificates": SHORT})
+                        apiservers=1, rack_nodes=1, execution=False, kubernetes_settings={"certificates": SHORT})
     proc = run_cli("lab", "up", str(env), timeout=1800)
     try:
         assert proc.returncode == 0, proc.stderr

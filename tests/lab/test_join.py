@@ -176,13 +176,21 @@ def test_a_node_lost_mid_run_fails_alone_and_the_retry_converges(lab, runs, outp
 
 def test_the_api_server_down_during_a_join_fails_that_host_and_the_retry_through_receptor_joins_it(
         lab, runs, outputs):
-    """A node that must (re)join while the control plane is away: a clear failure; then --retry-failed
+    """One API server lost is no outage: the load balancer's endpoint keeps answering through the other.
+    A node that must (re)join while the whole control plane is away: a clear failure; then --retry-failed
     through Receptor (execution node x02 serves r02) joins it again with the control plane's outputs: the
     bootstrap token reached the worker, and it is in no file of any record."""
     assert run_cli("lab", "kubectl", "--env", str(lab.env), "delete", "node", "r02-n01").returncode == 0
     lab.ssh("r02-n01", "kubeadm reset --force >/dev/null 2>&1")
     assert run_cli("lab", "stop", "apiserver-0", str(lab.env)).returncode == 0
     try:
+        # every request through the endpoint answered while one member is gone, before and after the
+        # balancer's probe took it out (round robin would send every other one to the stopped member)
+        for _ in range(8):
+            proc = run_cli("lab", "kubectl", "--env", str(lab.env), "get", "--raw", "/readyz", timeout=60)
+            assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
+        assert "apiserver-0 is DOWN" in (lab.paths.log_dir / "balancer.log").read_text()
+        assert run_cli("lab", "stop", "apiserver-1", str(lab.env)).returncode == 0
         rc, data, err = join(lab, runs, "--limit", "r02-n01", "--outputs", str(outputs))
         assert rc == 1, err
         result = hosts(data)["r02-n01"]

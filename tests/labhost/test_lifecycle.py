@@ -50,8 +50,8 @@ def test_up_recovers_from_a_crash_and_down_removes_everything(tmp_path):
     the test suite's sweep takes it down from its state, leaving nothing."""
     if lab_missing():
         need(str(lab_missing()))
-    env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1, kubernetes=False,
-                        racks=1)  # and its execution node x01, with the lab's Receptor
+    env = variants.make(CONFIGS / "lab.yaml", tmp_path, "skyrackt1", 3, rack_nodes=1, etcd=1, apiservers=1,
+                        kubernetes=False, racks=1)  # and its execution node x01, with the lab's Receptor
     paths = Paths.for_bridge("skyrackt1")
     try:
         assert run_cli("lab", "up", str(env), timeout=600).returncode == 0

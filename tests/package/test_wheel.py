@@ -248,7 +248,7 @@ def lab_env(tmp_path_factory):
     if reason:
         need(reason)
     env = variants.make(CONFIGS / "lab.yaml", tmp_path_factory.mktemp("lab"), BRIDGE, OCTET, rack_nodes=1,
-                        etcd=1, kubernetes=False, racks=1, execution=False)
+                        etcd=1, apiservers=1, kubernetes=False, racks=1, execution=False)
     up = run_cli("lab", "up", str(env), timeout=1800)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
