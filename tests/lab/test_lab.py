@@ -48,6 +48,7 @@ def test_up_again_changes_nothing(lab):
     assert proc.returncode == 0, proc.stderr
     after = json.loads(lab.paths.state.read_text())
     assert {n: h["pid"] for n, h in after["hosts"].items()} == {n: h["pid"] for n, h in before["hosts"].items()}
+    assert after["balancer_pid"] == before["balancer_pid"], "the load balancer was restarted for nothing"
 
 
 # A plain-HTTP GET through the HTTPS proxy, as apt sends it, from a node: prints the status line or the error.

@@ -27,6 +27,13 @@ RECIPE_VERSION = 2
 PACKAGES = ("openssh-server", "python3", "python3-apt", "systemd", "systemd-sysv", "iproute2", "dbus",
             "ca-certificates", "gnupg")
 LATE_PACKAGES = ("cloud-init",)  # installed in a chroot, its services kept from starting
+# Masked: what serves a person at a console, which no lab node has. Each holds inotify instances, and every
+# node's count against root's one limit on this host (hostlimits.py: 4 of a node's 8 before anything runs),
+# which a lab with two API servers would otherwise pass: the console's getty, the login manager (SSH
+# sessions do without it: pam_systemd is optional) and the password-prompt forwarders. Nothing skyrack
+# installs uses them; a production VM keeps them.
+MASKED = ("console-getty.service", "systemd-logind.service", "systemd-ask-password-console.path",
+          "systemd-ask-password-wall.path")
 # cloud-init must not touch the network (the lab's static host0 file would lose to its DHCP
 # fallback) and must use a locale that exists; NoCloud reads the per-node seed directory.
 CLOUD_CFG = """\
@@ -87,7 +94,7 @@ class Image:
 
 def recipe(suite: str) -> dict:
     return {"version": RECIPE_VERSION, "suite": suite, "packages": PACKAGES, "late": LATE_PACKAGES,
-            "cloud_cfg": hashlib.sha256(CLOUD_CFG.encode()).hexdigest()[:16],
+            "cloud_cfg": hashlib.sha256(CLOUD_CFG.encode()).hexdigest()[:16], "masked": MASKED,
             "host_setup": hashlib.sha256((HOST_SETUP + HOST_SETUP_UNIT).encode()).hexdigest()[:16]}
 
 
@@ -140,6 +147,7 @@ def ensure(suite: str, log: Path, say: Callable[[str], None] = print, cache: Pat
         (root / "etc/systemd/system/skyrack-lab-host-setup.service").write_text(HOST_SETUP_UNIT)
         _run(["systemctl", f"--root={root}", "enable", "skyrack-lab-host-setup.service"], out,
              "enabling skyrack-lab-host-setup")
+        _run(["systemctl", f"--root={root}", "mask", *MASKED], out, "masking the console's units")
     # Identity is per node: nodes.py writes host keys, machine-id, hostname and resolv.conf.
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
