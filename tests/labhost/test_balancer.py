@@ -129,8 +129,8 @@ def test_traffic_follows_the_probe_of_readyz_and_a_vanished_server_is_skipped(ha
         return got
 
     def settled(expected: set[str]) -> set[str] | None:
-        # while a server is being marked down haproxy closes its sessions (`on-marked-down shutdown-sessions`,
-        # as Azure resets them): a request in flight at that moment may fail, so this wait counts it as unsettled
+        # while the probe changes its mind a request may meet a server at the wrong moment: this wait counts
+        # a failed request as unsettled, the assertions after it count it as a failure
         try:
             return got if (got := who()) == expected else None
         except (OSError, ssl.SSLError):  # urllib's URLError is an OSError

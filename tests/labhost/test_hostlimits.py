@@ -31,10 +31,10 @@ def test_the_limit_is_the_kernels():
 
 
 def test_a_lab_that_would_not_fit_is_warned_about_with_what_to_do():
-    roles = ["etcd"] * 3 + ["apiserver"] + ["worker"] * 3 + ["execution"] * 2
-    assert hostlimits.needed(roles) == 3 * 8 + 30 + 3 * 17 + 2 * 8
+    roles = ["etcd"] * 3 + ["apiserver"] * 2 + ["worker"] * 3 + ["execution"] * 2
+    assert hostlimits.needed(roles) == 3 * 4 + 2 * 27 + 3 * 14 + 2 * 4
     assert hostlimits.inotify_warning(roles, used=5, most=128) is None
     warning = hostlimits.inotify_warning(roles, used=20, most=128)
     assert warning is not None and "root holds 20 of its 128 inotify instances" in warning
-    assert "9 more node(s) need about 121" in warning and "skyrack lab down" in warning
+    assert "10 more node(s) need about 116" in warning and "skyrack lab down" in warning
     assert hostlimits.inotify_warning([], used=200, most=128) is None
