@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 def test_up_starts_every_host_with_its_own_identity(lab):
     st = lab.status()
     names = [h["name"] for h in st["hosts"]]
-    assert names == ["apiserver-0", "apiserver-1", "etcd-0", "etcd-1", "etcd-2", "r01-n01", "r01-n02", "r02-n01", "x01", "x02"]
+    assert names == ["apiserver-0", "etcd-0", "etcd-1", "etcd-2", "r01-n01", "r01-n02", "r02-n01", "x01", "x02"]
     assert all(h["running"] and h["ssh"] for h in st["hosts"]), st["hosts"]
     assert st["bridge"] and st["rules"] and st["apt_proxy"] == "https://198.18.1.1:3142"
     ids = {}

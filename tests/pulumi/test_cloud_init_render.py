@@ -81,7 +81,7 @@ def test_lab_apiservers_are_behind_the_load_balancer_as_in_azure(lab) -> None:
     member reaches it through its own hairpin rule, as an Azure VM must."""
     plan, issued = lab
     assert plan.apiserver_endpoint == f"https://{plan.apiserver_lb_ip}:6443"
-    member = plan.members_of("apiserver")[1]
+    member = plan.members_of("apiserver")[-1]
     config = yaml.safe_load(cloud_init.apiserver(plan, member, apiserver_pki(issued, member.name),
                                                  kubernetes_repo=REPO))
     paths = {f["path"]: f["content"] for f in config["write_files"]}
@@ -192,7 +192,7 @@ def test_user_data_fits_azure_custom_data() -> None:
 
     plan = planmod.make(CONFIGS / "prod.yaml")
     issued = certs.issue_all(plan)
-    member = plan.members_of("apiserver")[1]
+    member = plan.members_of("apiserver")[-1]
     text = cloud_init.apiserver(plan, member, apiserver_pki(issued, member.name), kubernetes_repo=REPO)
     # room to grow by two thirds before Azure refuses it (half was the margin until the audit policy and the
     # kubelet's reservations came, at 33.7 kB); past this, compress it (cloud-init reads gzipped user-data)
