@@ -12,13 +12,24 @@ On a lab that is up (`./dev lab`, configs/lab.yaml), for each size in --nodes (a
 4. reports request latency over the whole step from the API server's `apiserver_request_duration_seconds`
    histogram (bucket deltas, interpolated as Prometheus' histogram_quantile does), beside Kubernetes'
    scalability SLOs: p99 <= 1 s for single-object mutating calls, <= 30 s for cluster-scoped LISTs
-   (<= 5 s namespaced), per resource and verb (the SLO's unit), worst one shown.
+   (<= 5 s namespaced), per resource and verb (the SLO's unit), worst one shown;
+5. reports the CPU the control plane's processes used during the settle window (cores: CPU seconds read
+   from the host's /proc for every kube-apiserver, etcd, scheduler, controller manager and KWOK process,
+   over wall seconds), beside the same window with no fleet measured first, and so the cores per
+   1,000 nodes. On a saturated machine (the load average is printed) a process gets less than it asks
+   for, so such a figure is a floor.
+
+The cluster layer's Prometheus is scaled to zero for the run and restored after (--with-monitoring keeps
+it): it scrapes every kubelet through the API server's node proxy, and a simulated node's kubelet port
+never answers, so each scrape holds an API-server request until it times out, a load production's
+answering kubelets do not make. The figures are then the fleet's own (docs/azure.md).
 
 If a step fails (the API server stops answering, a timeout) the run stops there and says where and why.
 Prints a table (or --json); the fleet is removed at the end unless --keep.
 
     sudo .venv/bin/python bench/fleet_scale.py --nodes 1000,2500,5000,7680 [--env configs/lab.yaml]
-        [--shape configs/prod.yaml] [--gang 512] [--small-jobs 1000] [--settle 120] [--keep] [--json]
+        [--shape configs/prod.yaml] [--gang 512] [--small-jobs 1000] [--settle 120] [--with-monitoring]
+        [--keep] [--json]
 
 tests/lab/test_kubernetes_fleet.py runs 200 nodes and a 64-pod gang in ./dev test.
 """
@@ -40,10 +51,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "modules"))
 
 from skyrack import plan as planmod  # noqa: E402
-from skyrack.kube import isolation  # noqa: E402
+from skyrack.kube import isolation, monitoring  # noqa: E402
 from skyrack.lab import fleet  # noqa: E402
 
 NS = "skyrack-bench-fleet"
+# Control-plane processes whose CPU is measured, by their command name (the kernel's 15-character `comm`).
+CPU_PROCESSES = {"kube-apiserver": "apiserver", "etcd": "etcd", "kube-scheduler": "scheduler",
+                 "kube-controller": "controller-manager", "kwok": "kwok"}
 SLO_MUTATING_S, SLO_LIST_CLUSTER_S, SLO_LIST_NAMESPACE_S = 1.0, 30.0, 5.0
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -136,6 +150,50 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
+# ----------------------------------------------------------------------------- CPU from /proc
+
+
+def cpu_sample(proc: Path = Path("/proc")) -> dict[int, tuple[str, float]]:
+    """{pid: (role, CPU seconds)} of every control-plane process on this host (lab nodes are containers: their
+    processes are the host's). Read by PID so that a process that restarts in the window is not subtracted
+    from another."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue  # gone since the listing
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if comm in CPU_PROCESSES:
+            out[int(d.name)] = (CPU_PROCESSES[comm], (int(rest[11]) + int(rest[12])) / tick)  # utime + stime
+    return out
+
+
+def cores(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], seconds: float) -> dict:
+    """Cores each role used between two samples (a PID new in `after` counts from zero)."""
+    used: dict[str, float] = defaultdict(float)
+    for pid, (role, cpu) in after.items():
+        used[role] += cpu - before.get(pid, (role, 0.0))[1]
+    return {role: round(v / seconds, 3) for role, v in sorted(used.items())}
+
+
+def measure_cpu(seconds: float) -> dict:
+    """Cores per control-plane role over `seconds` of wall time, and the load average at its end."""
+    t0, s0 = time.monotonic(), cpu_sample()
+    time.sleep(seconds)
+    out = cores(s0, cpu_sample(), time.monotonic() - t0)
+    return {"cores": out, "load1": round(os.getloadavg()[0], 1)}
+
+
+def per_thousand(idle: dict, busy: dict, nodes: int) -> dict:
+    """Cores per 1,000 nodes of each role: the window with the fleet minus the one without."""
+    roles = set(idle["cores"]) | set(busy["cores"])
+    return {r: round((busy["cores"].get(r, 0.0) - idle["cores"].get(r, 0.0)) * 1000 / nodes, 3) for r in sorted(roles)}
+
+
 # ----------------------------------------------------------------------------- the steps
 
 
@@ -196,13 +254,13 @@ def schedule(env: Path, gang: int, small: int, image: str, timeout: float = 1800
             "pods_per_s": round(want / took, 1)}
 
 
-def step(env: Path, shape: Path, n: int, args, image: str) -> dict:
+def step(env: Path, shape: Path, n: int, args, image: str, idle: dict) -> dict:
     before = scrape(env)
     proc = cli("lab", "fleet", "up", str(env), "--shape", str(shape), "--nodes", str(n), "--json")
     if proc.returncode:
         raise RuntimeError(f"fleet up --nodes {n}: {(proc.stdout + proc.stderr).strip()[-600:]}")
     reg = json.loads(proc.stdout)
-    time.sleep(args.settle)
+    cpu = measure_cpu(args.settle)
     steady = scrape(env)
     sched = schedule(env, min(n, args.gang), args.small_jobs, image)
     after = scrape(env)
@@ -211,12 +269,13 @@ def step(env: Path, shape: Path, n: int, args, image: str) -> dict:
             "apiserver_rss_mib": round(steady["gauges"].get("process_resident_memory_bytes", 0) / 2**20),
             "apiserver_heap_mib": round(steady["gauges"].get("go_memstats_heap_inuse_bytes", 0) / 2**20),
             "etcd_db_mib": round((etcd_db_bytes(env) or 0) / 2**20, 1), "schedule": sched,
+            "cpu": {**cpu, "per_1000_nodes": per_thousand(idle, cpu, n)},
             "latency": latencies(before, after)}
 
 
 def table(rows: list[dict]) -> str:
     lines = [f"{'nodes':>6} {'register':>9} {'RSS MiB':>8} {'heap MiB':>8} {'etcd MiB':>8} {'placed':>14} "
-             f"{'mutating p99 (worst)':>24} {'LIST cluster p99 (worst)':>26} SLO"]
+             f"{'mutating p99 (worst)':>24} {'LIST cluster p99 (worst)':>26} {'API/etcd cores':>14} {'load':>5} SLO"]
     for r in rows:
         lat = r["latency"]
         m, lc = lat.get("mutating", {}), lat.get("list-cluster", {})
@@ -225,8 +284,28 @@ def table(rows: list[dict]) -> str:
                      f"{r['apiserver_heap_mib']:>8} {r['etcd_db_mib']:>8} "
                      f"{str(r['schedule']['pods']) + ' in ' + str(r['schedule']['placed_s']) + 's':>14} "
                      f"{str(m.get('p99_s')) + ' (' + str(m.get('worst_p99_s')) + ')':>24} "
-                     f"{str(lc.get('p99_s')) + ' (' + str(lc.get('worst_p99_s')) + ')':>26} {'met' if ok else 'MISSED'}")
+                     f"{str(lc.get('p99_s')) + ' (' + str(lc.get('worst_p99_s')) + ')':>26} "
+                     f"{_cores(r['cpu']['cores']):>14} {r['cpu']['load1']:>5} {'met' if ok else 'MISSED'}")
     return "\n".join(lines)
+
+
+def _cores(c: dict) -> str:
+    return f"{c.get('apiserver', 0):.2f}/{c.get('etcd', 0):.2f}"
+
+
+def pause_monitoring(env: Path) -> dict[str, int]:
+    """Scale the monitoring namespace's Deployments to zero; returns their replicas, for `resume_monitoring`."""
+    out = kubectl(env, "get", "deployment", "-n", monitoring.NAMESPACE, "-o",
+                  "jsonpath={range .items[*]}{.metadata.name}={.spec.replicas}{\"\\n\"}{end}")
+    saved = {name: int(n) for name, n in (line.split("=") for line in out.split() if "=" in line)}
+    for name in saved:
+        kubectl(env, "scale", "deployment", "-n", monitoring.NAMESPACE, name, "--replicas=0")
+    return saved
+
+
+def resume_monitoring(env: Path, saved: dict[str, int]) -> None:
+    for name, n in saved.items():
+        kubectl(env, "scale", "deployment", "-n", monitoring.NAMESPACE, name, f"--replicas={n}")
 
 
 def main() -> int:
@@ -237,6 +316,8 @@ def main() -> int:
     ap.add_argument("--gang", type=int, default=512, help="whole-node pods in the gang (at most the fleet's size)")
     ap.add_argument("--small-jobs", type=int, default=1000, help="one-GPU pods placed beside the gang")
     ap.add_argument("--settle", type=float, default=120, help="seconds the fleet runs before the figures are read")
+    ap.add_argument("--with-monitoring", action="store_true",
+                    help="keep the cluster layer's Prometheus scraping the (unanswering) simulated kubelets")
     ap.add_argument("--keep", action="store_true", help="leave the fleet registered at the end")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -247,12 +328,17 @@ def main() -> int:
     from skyrack import upstream
 
     image = upstream.KUBERNETES_BUILDS[planmod.make(args.env).env.kubernetes.version].images()["pause"]
-    rows, stopped = [], None
+    rows, stopped, idle, paused = [], None, {}, {}
     t0 = time.monotonic()
     try:
+        if not args.with_monitoring:
+            paused = pause_monitoring(args.env)
+        print(f"fleet_scale: the control plane's CPU with no fleet, {args.settle:.0f} s ...", file=sys.stderr, flush=True)
+        idle = measure_cpu(args.settle)
+        print(f"fleet_scale: idle: {idle}", file=sys.stderr, flush=True)
         for n in sizes:
             print(f"fleet_scale: {n} nodes ...", file=sys.stderr, flush=True)
-            rows.append(step(args.env, args.shape, n, args, image))
+            rows.append(step(args.env, args.shape, n, args, image, idle))
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         stopped = {"at_nodes": n, "why": str(exc)}
@@ -260,8 +346,9 @@ def main() -> int:
         if not args.keep:
             cli("lab", "kubectl", "--env", str(args.env), "delete", "namespace", NS, "--ignore-not-found", timeout=1800)
             cli("lab", "fleet", "down", str(args.env), timeout=3600)
-    result = {"env": str(args.env), "shape": str(args.shape), "steps": rows, "stopped": stopped,
-              "wall_s": round(time.monotonic() - t0)}
+        resume_monitoring(args.env, paused)
+    result = {"env": str(args.env), "shape": str(args.shape), "monitoring": args.with_monitoring, "idle_cpu": idle,
+              "steps": rows, "stopped": stopped, "wall_s": round(time.monotonic() - t0)}
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -270,6 +357,8 @@ def main() -> int:
             for cls, v in sorted(r["latency"].items()):
                 print(f"  {r['nodes']:>5} nodes {cls:>14}: {v['calls']} calls, p50 {v['p50_s']} s, p99 {v['p99_s']} s, "
                       f"worst {v['worst']} p99 {v['worst_p99_s']} s (SLO {v['slo_s']} s)")
+            print(f"  {r['nodes']:>5} nodes cpu: {r['cpu']['cores']} cores, load {r['cpu']['load1']}; per 1,000 nodes "
+                  f"beyond idle ({idle.get('cores')}): {r['cpu']['per_1000_nodes']}")
         if stopped:
             print(f"stopped at {stopped['at_nodes']} nodes: {stopped['why']}")
     return 0 if not stopped else 1

@@ -6,6 +6,7 @@ tests/lab/test_kubernetes_fleet.py registers 200 of these Nodes with a real API 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,34 @@ def test_the_bench_classes_calls_by_the_slos_units():
     assert lat["mutating"]["calls"] == 20 and lat["mutating"]["worst"] == "POST pods"
     assert lat["mutating"]["within_slo"] is False  # 20 new calls all between 0.1 s and 2 s: p99 1.9 s > 1 s
     assert lat["list-cluster"]["calls"] == 5 and lat["list-cluster"]["within_slo"] is False
+
+
+def _stat(pid: int, comm: str, utime: int, stime: int) -> str:
+    # /proc/PID/stat: pid (comm) state ppid ... with utime and stime the 14th and 15th fields
+    rest = ["S", "1"] + ["0"] * 9 + [str(utime), str(stime)] + ["0"] * 30
+    return f"{pid} ({comm}) {' '.join(rest)}\n"
+
+
+def test_the_bench_reads_control_plane_cpu_by_process_and_survives_a_restart(tmp_path, monkeypatch):
+    b = _bench()
+    monkeypatch.setattr(b.os, "sysconf", lambda name: 100)  # clock ticks per second
+    proc = tmp_path / "proc"
+
+    def write(stats: dict[int, tuple[str, int, int]]) -> None:
+        if proc.exists():
+            shutil.rmtree(proc)
+        for pid, (comm, ut, st) in stats.items():
+            (proc / str(pid)).mkdir(parents=True)
+            (proc / str(pid) / "stat").write_text(_stat(pid, comm, ut, st))
+        (proc / "self").mkdir(exist_ok=True)  # not a PID: ignored
+
+    write({10: ("kube-apiserver", 1000, 500), 11: ("etcd", 200, 100), 12: ("bash", 9999, 0),
+           13: ("kube-controller", 50, 50)})
+    before = b.cpu_sample(proc)
+    assert before[10] == ("apiserver", 15.0) and 12 not in before and before[13][0] == "controller-manager"
+    # 10 s later: the API server used 12 s of CPU; etcd's process restarted (a new PID, 3 s since)
+    write({10: ("kube-apiserver", 1800, 900), 21: ("etcd", 200, 100), 13: ("kube-controller", 50, 50)})
+    used = b.cores(before, b.cpu_sample(proc), 10.0)
+    assert used == {"apiserver": 1.2, "controller-manager": 0.0, "etcd": 0.3}
+    idle, busy = {"cores": {"apiserver": 0.2, "etcd": 0.1}}, {"cores": used}
+    assert b.per_thousand(idle, busy, 2000) == {"apiserver": 0.5, "controller-manager": 0.0, "etcd": 0.1}
