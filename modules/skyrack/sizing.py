@@ -8,8 +8,8 @@ The model, and the one published figure it is calibrated on:
   (7,500, 70 GiB): 9.07 MiB per node. It does not shrink with more API servers: every
   server holds its own watch cache of the whole cluster.
 * Measured on skyrack's own configuration (bench/fleet_scale.py, docs/azure.md): a simulated fleet of
-  1,000 and 2,500 planned nodes grew the lab API server's heap by 0.40 MiB per node and etcd by
-  53 KiB per node. Simulated nodes bring no watchers (kubelet, kube-proxy, DNS), which the published
+  1,000 to 5,000 planned nodes grew the lab API server's heap by 0.17-0.40 MiB per node and etcd by
+  38-53 KiB per node. Simulated nodes bring no watchers (kubelet, kube-proxy, DNS), which the published
   figure includes and which dominate it, so the line above stays until watchers are measured.
 * The VM needs the heap plus ``HEADROOM`` (GC, request bursts, watch fan-out) plus
   ``OS_GIB``. The smallest memory-optimised size (Ev5) that holds that is chosen.
@@ -18,7 +18,9 @@ The model, and the one published figure it is calibrated on:
   Kubernetes' own guidance gives a control-plane machine for the node count ("Considerations for large
   clusters": 1-5 nodes 1 vCPU, 6-10 2, 11-100 4, 101-250 8, 251-500 16, more 32), whichever of memory
   and cores asks for more. The figures there are for one machine with etcd on it; skyrack's etcd has
-  its own VMs, so this errs large until the simulated fleet (#24) measures it.
+  its own VMs. The simulated fleet measured at most 0.30 API-server cores per 1,000 nodes for leases
+  and status (about 2.3 cores at 7,680, a floor on a saturated machine), an order of magnitude below
+  the guidance, which stays for the watch traffic a simulated node does not make.
 * etcd is latency-bound on fsync, so it always runs on a local-NVMe size (Lsv3).
   Memory follows the database size: the backend quota and ~3x of it in page cache
   and snapshots; the largest clusters get more cores for the watch load.
