@@ -8,7 +8,9 @@ on-prem) are carved from `kubernetes.pod_cidr` in fixed-size blocks:
 * on-prem nodes take blocks from the **bottom** of pod_cidr, lowest free first, so
   their ranges summarise into few routes over the VPN;
 * each cloud pool takes one aligned range for its maximum size from the **top**, so
-  it can be added to the VNet's address space as a single prefix.
+  it can be added to the VNet's address space as a single prefix;
+* each API server takes one node-sized block from the top too, below the pools (its
+  pods, DaemonSets' mostly, are routed to its VM by the VNet's route table).
 
 Allocations are **stable**: existing ones come from the lock file and never move when
 nodes are added or removed. A removed node's range is not free at once: the lock keeps it
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 IPv4Net = ipaddress.IPv4Network
@@ -102,6 +105,7 @@ class Allocation:
 
     nodes: dict[str, IPv4Net]
     pools: dict[str, IPv4Net]
+    apiservers: dict[str, IPv4Net] = field(default_factory=dict)  # control-plane members with a kubelet
     added: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)  # existing names whose range changed
@@ -163,10 +167,12 @@ def allocate(
     node_names: list[str],
     pools: dict[str, int],
     lock: dict | None,
+    members: Sequence[str] = (),
 ) -> Allocation:
-    """Give every node and pool a pod range, keeping every allocation the lock records.
+    """Give every node, pool and API server (`members`) a pod range, keeping every allocation the lock records.
 
     `pools` maps pool name to its maximum node count. Raises ValueError if pod_cidr is full.
+    An API server gone from the plan frees its range at once: its VM, and its pods, go with it.
     """
     prefix = block_prefix(max_pods)
     bitmap = _Bitmap(pod_cidr, prefix)
@@ -174,12 +180,14 @@ def allocate(
     old_nodes: dict[str, str] = dict(lock.get("nodes") or {})
     old_pools: dict[str, str] = dict(lock.get("pools") or {})
     old_leaving: dict[str, str] = dict(lock.get("leaving") or {})
+    old_members: dict[str, str] = dict(lock.get("apiservers") or {})
     reason = None
     if lock and (lock.get("pod_cidr") != str(pod_cidr) or lock.get("block_prefix") != prefix):
         reason = (f"pod_cidr/block size changed from {lock.get('pod_cidr')} /{lock.get('block_prefix')} "
                   f"to {pod_cidr} /{prefix}: every pod range is re-allocated")
         kept_nodes: dict[str, IPv4Net] = {}
         kept_pools: dict[str, IPv4Net] = {}
+        kept_members: dict[str, IPv4Net] = {}
         leaving: dict[str, IPv4Net] = {}
     else:
         wanted = set(node_names)
@@ -192,7 +200,8 @@ def allocate(
             net = ipaddress.IPv4Network(cidr)
             if name in pools and 2 ** (32 - net.prefixlen) >> (32 - prefix) >= _pool_blocks(pools[name]):
                 kept_pools[name] = net
-    for net in (*kept_nodes.values(), *kept_pools.values(), *leaving.values()):
+        kept_members = {n: ipaddress.IPv4Network(c) for n, c in old_members.items() if n in members}
+    for net in (*kept_nodes.values(), *kept_pools.values(), *kept_members.values(), *leaving.values()):
         bitmap.mark(net)
 
     result = Allocation(nodes={}, pools={}, reason=reason, leaving=leaving)
@@ -209,6 +218,16 @@ def allocate(
             result.moved.append(f"pool/{name}")
         elif not reason:
             result.added.append(f"pool/{name}")
+    for name in members:
+        if name in kept_members:
+            result.apiservers[name] = kept_members[name]
+            continue
+        net = bitmap.take_high(1, prefix)
+        if net is None:
+            raise ValueError(f"{pod_cidr} is full: no /{prefix} range left for API server {name!r}")
+        result.apiservers[name] = net
+        if not reason:
+            result.added.append(f"apiserver/{name}")
     for name in node_names:
         if name in kept_nodes:
             result.nodes[name] = kept_nodes[name]
@@ -224,7 +243,7 @@ def allocate(
     if not reason:
         result.released = sorted(set(old_nodes) - set(result.nodes)) + sorted(
             f"pool/{p}" for p in set(old_pools) - set(result.pools)
-        )
+        ) + sorted(f"apiserver/{m}" for m in set(old_members) - set(result.apiservers))
     return result
 
 

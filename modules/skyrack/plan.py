@@ -27,7 +27,8 @@ from .errors import InputError, Problem, printable
 IPv4Net = ipaddress.IPv4Network
 
 LOCK_VERSION = 1
-LOCK_KEYS = ("version", "pod_cidr", "block_prefix", "pools", "nodes", "leaving")
+LOCK_KEYS = ("version", "pod_cidr", "block_prefix", "pools", "apiservers", "nodes", "leaving")
+RANGE_KEYS = ("pools", "apiservers", "nodes", "leaving")  # the lock's mappings of name to pod range
 MAX_LOCK_BYTES = 32 << 20
 ROLES = ("apiserver", "etcd", "etcd-events")
 
@@ -63,6 +64,7 @@ class Member:
     fqdn: str
     subnet: str
     reservation: tuning.Reservation | None = None  # its kubelet's (API servers), from vm_size
+    pod_cidr: str | None = None  # its pods' range (API servers: a Node like any other), from the lock
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Plan:
             "pod_cidr": str(self.env.kubernetes.pod_cidr),
             "block_prefix": ipam.block_prefix(self.max_pods),
             "pools": {k: str(v) for k, v in sorted(self.allocation.pools.items())},
+            "apiservers": {k: str(v) for k, v in sorted(self.allocation.apiservers.items())},
             "nodes": {k: str(v) for k, v in sorted(self.allocation.nodes.items())},
             "leaving": {k: str(v) for k, v in sorted(self.allocation.leaving.items())},
         }
@@ -177,9 +180,15 @@ class Plan:
                 if segment[n.rack] == segment[rack]]
 
     @property
+    def apiserver_pod_ranges(self) -> list[str]:
+        """The API servers' pod ranges, each routed to its VM by the VNet's route table (azure.network)."""
+        return [m.pod_cidr for m in self.members if m.pod_cidr]
+
+    @property
     def vnet_address_space(self) -> list[str]:
-        """The VNet's prefixes: its own CIDR plus each cloud pool's pod range (alias IPs)."""
-        return [str(self.env.azure.vnet_cidr), *(p.pod_cidr for p in self.pools)]
+        """The VNet's prefixes: its own CIDR, each cloud pool's pod range (alias IPs) and each API server's pod
+        range (so the VPN gateway advertises them to on-prem)."""
+        return [str(self.env.azure.vnet_cidr), *(p.pod_cidr for p in self.pools), *self.apiserver_pod_ranges]
 
 
 def lock_path(env_path: Path) -> Path:
@@ -214,7 +223,7 @@ def read_lock(env_path: Path, text: str | None = None) -> dict | None:
         problems.append(Problem(label, "pod_cidr", "expected a CIDR"))
     if type(data.get("block_prefix")) is not int:
         problems.append(Problem(label, "block_prefix", "expected a prefix length"))
-    for key in ("pools", "nodes", "leaving"):
+    for key in RANGE_KEYS:
         entries = data.get(key)
         if entries is None:
             data[key] = {}
@@ -246,8 +255,8 @@ def _span(cidr: Any) -> tuple[int, int, int] | None:
 
 
 def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
-    """The lock's ranges are usable for this environment: node ranges are blocks of the node size inside
-    pod_cidr, pool ranges are inside it too, and no two ranges overlap. InputError names the lock file.
+    """The lock's ranges are usable for this environment: node and API-server ranges are blocks of the node
+    size inside pod_cidr, pool ranges are inside it too, and no two ranges overlap. InputError names the lock file.
 
     (Nodes missing from the lock, or removed from the environment, make the lock out of date,
     not wrong: `make` reports those.) A lock for another pod_cidr or block size is re-allocated
@@ -259,7 +268,7 @@ def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
     problems: list[Problem] = []
     spans: list[tuple[int, int, str, str]] = []
     lo, hi = int(pod_cidr.network_address), int(pod_cidr.broadcast_address)
-    entries = [(f"{key}.{n}", c) for key in ("pools", "nodes", "leaving") for n, c in (lock.get(key) or {}).items()]
+    entries = [(f"{key}.{n}", c) for key in RANGE_KEYS for n, c in (lock.get(key) or {}).items()]
     for where, cidr in entries:
         span = _span(cidr)
         if span is None:
@@ -317,6 +326,14 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
     zones = env.azure.zones
     api_hw = sizing.vm_hardware(sz.apiserver_vm_size)
     api_reservation = tuning.kubelet_reservation(*api_hw) if api_hw else None
+    names = [node.name for _, node, _ in env.rack_nodes]
+    max_pods = env.kubernetes.pods_per_node
+    api_names = [f"apiserver-{i}" for i in range(env.control_plane.apiservers.count)]
+    try:
+        alloc = ipam.allocate(env.kubernetes.pod_cidr, max_pods, names,
+                              {p.name: p.max for p in env.cloud_pools}, lock, members=api_names)
+    except ValueError as exc:
+        raise InputError([Problem(label, "kubernetes.pod_cidr", str(exc))]) from None
     members: list[Member] = []
     counts = {"apiserver": env.control_plane.apiservers.count, "etcd": env.control_plane.etcd.count,
               "etcd-events": env.control_plane.etcd.count if env.control_plane.etcd.events_cluster else 0}
@@ -330,18 +347,11 @@ def build(env: config.Environment, source: Path, lock: dict | None) -> Plan:
                 vm_size=sz.apiserver_vm_size if role == "apiserver" else sz.etcd_vm_size,
                 fqdn=f"{role}-{i}.{env.dns_zone}", subnet=str(subnet),
                 reservation=api_reservation if role == "apiserver" else None,
+                pod_cidr=str(alloc.apiservers[f"{role}-{i}"]) if role == "apiserver" else None,
             ))
     # The load balancer's frontend: Azure's internal load balancer, or in the lab its stand-in on the lab host
     # (skyrack.lab.balancer). Every client, the API servers themselves included, reaches the cluster there.
     lb_ip = str(ipam.load_balancer_ip(subnets["apiservers"]))
-
-    names = [node.name for _, node, _ in env.rack_nodes]
-    max_pods = env.kubernetes.pods_per_node
-    try:
-        alloc = ipam.allocate(env.kubernetes.pod_cidr, max_pods, names,
-                              {p.name: p.max for p in env.cloud_pools}, lock)
-    except ValueError as exc:
-        raise InputError([Problem(label, "kubernetes.pod_cidr", str(exc))]) from None
 
     label_cache: dict[str, tuple[dict[str, str], list[str]]] = {}
     nodes = []
@@ -404,13 +414,13 @@ def lock_text(plan: Plan) -> str:
         f"pod_cidr: {data['pod_cidr']}",
         f"block_prefix: {data['block_prefix']}",
     ]
-    for key in ("pools", "nodes", "leaving"):
+    for key in RANGE_KEYS:
         if data[key]:
             if key == "leaving":
                 lines.append("# Removed from the file; reserved until `skyrack join` has drained, reset and deleted them.")
             lines.append(f"{key}:")
             lines.extend(f"  {name}: {cidr}" for name, cidr in data[key].items())
-        elif key != "leaving":
+        elif key in ("pools", "nodes"):
             lines.append(f"{key}: {{}}")
     return "\n".join(lines) + "\n"
 

@@ -142,6 +142,40 @@ def test_pools_take_one_range_from_the_top_and_join_the_vnet() -> None:
         assert pool.pod_cidr in p.vnet_address_space
 
 
+def test_api_servers_take_node_ranges_below_the_pools_recorded_in_the_lock_and_kept() -> None:
+    """Each API server is a Node: its pods need a range the lock records like a rack node's, routed to its VM."""
+    p = plan.make("configs/prod.yaml")
+    apis = p.members_of("apiserver")
+    nets = [ipaddress.ip_network(m.pod_cidr) for m in apis]
+    lowest_pool = min(ipaddress.ip_network(x.pod_cidr).network_address for x in p.pools)
+    highest_node = max(ipaddress.ip_network(n.pod_cidr).broadcast_address for n in p.nodes)
+    assert all(n.prefixlen == ipam.block_prefix(p.max_pods) for n in nets)
+    assert all(highest_node < n.network_address and n.broadcast_address < lowest_pool for n in nets)
+    assert len(set(nets)) == len(apis) and all(m.pod_cidr is None for m in p.members if m.role != "apiserver")
+    assert p.apiserver_pod_ranges == [m.pod_cidr for m in apis]
+    assert set(p.apiserver_pod_ranges) <= set(p.vnet_address_space)  # the VPN gateway advertises them
+    lock = plan.read_lock(Path("configs/prod.yaml"))
+    assert lock["apiservers"] == {m.name: m.pod_cidr for m in apis}
+
+
+def test_api_server_ranges_are_stable_and_a_removed_one_is_freed(env_copy) -> None:
+    env = env_copy("dev")
+    before = plan_json(env)
+    api_before = {m["name"]: m["pod_cidr"] for m in before["members"] if m["role"] == "apiserver"}
+    assert len(api_before) == 3 and all(api_before.values())
+    edit(env, lambda d: d["control_plane"]["apiservers"].update(count=5))
+    after = plan_json(env)
+    api_after = {m["name"]: m["pod_cidr"] for m in after["members"] if m["role"] == "apiserver"}
+    assert {k: api_after[k] for k in api_before} == api_before  # nothing moved
+    assert after["lock"]["added"] == ["apiserver/apiserver-3", "apiserver/apiserver-4"]
+    assert ranges(after) == ranges(before) and [p["pod_cidr"] for p in after["pools"]] == \
+        [p["pod_cidr"] for p in before["pools"]]
+    edit(env, lambda d: d["control_plane"]["apiservers"].update(count=3))
+    back = plan_json(env)
+    assert back["lock"]["released"] == ["apiserver/apiserver-3", "apiserver/apiserver-4"]
+    assert "apiserver-3" not in yaml.safe_load(plan.lock_path(env).read_text())["apiservers"]
+
+
 def test_prod_control_plane_is_spread_over_zones() -> None:
     p = plan.make("configs/prod.yaml")
     for role in ("apiserver", "etcd", "etcd-events"):

@@ -40,7 +40,9 @@ class Cluster:
 
     def __init__(self, p: planmod.Plan) -> None:
         self.p = p
-        self.names = [n.name for n in p.nodes]
+        self.onprem = [n.name for n in p.nodes]
+        self.names = [m.name for m in p.members_of("apiserver")] + self.onprem  # every Node, API servers first
+        assert len(self.names) > len(self.onprem)
         self.down = False
         self.fail_after: int | None = None
         self.calls: list[str] = []
@@ -90,13 +92,14 @@ def not_ready(found: dict[str, health.Check]) -> dict[str, str]:
     return {name: c.detail for name, c in found.items() if not c.ready}
 
 
-def test_a_healthy_cluster_is_ready_and_dns_is_asked_from_every_node(plan):
+def test_a_healthy_cluster_is_ready_and_dns_is_asked_from_every_onprem_node(plan):
     c = Cluster(plan)
     found = c.checks()
     assert list(found) == ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "nodes", "kube-proxy",
                            "CoreDNS", "node-local-dns", "DNS"]
     assert not_ready(found) == {}
-    assert [h for h, _ in c.asked] == c.names
+    assert found["nodes"].detail == f"{len(c.names)}/{len(c.names)} Ready"
+    assert [h for h, _ in c.asked] == c.onprem  # where the jobs run (the lab's API servers cannot reach rack pods)
     name, server = c.asked[0][1][-2:]
     # the node's own cache: what kubelet gives every pod
     assert (name, server) == ("kubernetes.default.svc.cluster.local", plan.node_dns_ip)
@@ -151,7 +154,7 @@ def test_coredns_scaled_to_nothing_and_coredns_missing_are_named(plan):
 
 def test_a_wrong_or_missing_dns_answer_names_the_node_and_what_it_got(plan):
     c = Cluster(plan)
-    first, second = c.names[:2]
+    first, second = c.onprem[:2]
     c.answers[first] = (1, "no answer (PermissionError: Operation not permitted)\n")
     c.answers[second] = (0, "10.99.0.1\n")
     detail = not_ready(c.checks())["DNS"]
@@ -178,6 +181,17 @@ def test_a_node_not_ready_is_named_and_only_ready_nodes_are_asked(plan):
     assert down not in {h for h, _ in c.asked}
     c.objects["/api/v1/nodes"]["items"].pop()
     assert not_ready(c.checks()) == {"nodes": f"not registered: {down}"}
+
+
+def test_an_api_server_not_ready_is_named(plan):
+    """An API server is a Node like any other: without its pod network kubelet reports it NotReady."""
+    c = Cluster(plan)
+    api = plan.members_of("apiserver")[0].name
+    node = next(n for n in c.objects["/api/v1/nodes"]["items"] if n["metadata"]["name"] == api)
+    node["status"]["conditions"] = [{"type": "Ready", "status": "False",
+                                     "message": "container runtime network not ready: cni plugin not initialized"}]
+    assert not_ready(c.checks()) == {"nodes": f"NotReady: {api}"}
+    assert c.asked and api not in {h for h, _ in c.asked}
 
 
 def test_kube_proxy_missing_on_a_node_or_rolling_out_is_named(plan):

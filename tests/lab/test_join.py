@@ -20,6 +20,7 @@ import yaml
 
 from skyrack import plan as planmod
 from skyrack.join import node_files
+from skyrack.render import cloud_init
 from support import ROOT, run_cli
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -95,6 +96,12 @@ def test_hosts_run_what_the_join_configured(lab, outputs):
         assert kubelet["serializeImagePulls"] is False
         cni = json.loads(lab.ssh(name, "cat /etc/cni/net.d/10-skyrack.conflist"))
         assert cni["plugins"][0]["ipam"]["ranges"] == [[{"subnet": node.pod_cidr}]]
+        # the pod network: the role and the API servers' user-data render one set of templates, byte for byte
+        peers = [x for x in p.segment_peers(node.rack) if x["name"] != name]
+        for path, mode, text in cloud_init.pod_network_files(p, node=name, where=f"{p.env.name}, rack {node.rack}",
+                                                             pod_cidr=node.pod_cidr, peers=peers):
+            assert lab.ssh(name, f"cat {path}") == text, path
+            assert lab.ssh(name, f"stat -c %a {path}").strip() == mode.lstrip("0"), path
         join_cfg = lab.ssh(name, "cat /etc/kubernetes/skyrack-join.yaml")
         assert join_cfg == node_files.join_configuration(p, name, json.loads(outputs.read_text()))
         assert lab.ssh(name, "stat -c %a /etc/kubernetes/skyrack-join.yaml").strip() == "600"

@@ -54,6 +54,33 @@ def test_every_worker_is_ready_with_the_plans_labels_and_taints(lab, cluster):
         assert sorted(got["taints"]) == sorted(want.taints)
 
 
+def test_every_api_server_is_a_ready_node_and_runs_pods_on_its_planned_range(lab, cluster):
+    """The API servers' user-data gives them the racks' pod network on their range from the lock: Ready, and a
+    pod there gets an address from that range and reaches the API server's ClusterIP through kube-proxy."""
+    p = planmod.make(lab.env)
+    nodes = {n["name"]: n for n in cluster["nodes"]}
+    for member in p.members_of("apiserver"):
+        assert nodes[member.name]["ready"], nodes[member.name]
+        assert member.pod_cidr == planmod.read_lock(lab.env)["apiservers"][member.name]
+    member = p.members_of("apiserver")[0]
+    probe_namespace(lab)
+    name = f"net-{member.name}"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+           "spec": {"nodeName": member.name, "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "netexec", "image": lab.image("agnhost"),
+                                    "args": ["netexec", "--http-port=8080"]}]}}
+    kubectl(lab, "apply", "-f", "-", stdin=json.dumps(pod))
+    try:
+        kubectl(lab, "-n", NAMESPACE, "wait", "--for=condition=Ready", f"pod/{name}", "--timeout=240s")
+        ip = json.loads(kubectl(lab, "-n", NAMESPACE, "get", "pod", name, "-o", "json"))["status"]["podIP"]
+        assert ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(member.pod_cidr), ip
+        api_clusterip = str(ipaddress.IPv4Network(p.env.kubernetes.service_cidr)[1])
+        kubectl(lab, "-n", NAMESPACE, "exec", name, "--", "/agnhost", "connect", f"{api_clusterip}:443",
+                "--timeout=5s")
+    finally:
+        kubectl(lab, "-n", NAMESPACE, "delete", "pod", name, "--wait=false")
+
+
 def test_coredns_answers_for_the_cluster(lab, cluster):
     """From every worker, through its DNS cache (every kubelet's clusterDNS), kube-dns and kube-proxy."""
     p = planmod.make(lab.env)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import nsg_eval
 import pulumi
 import pytest
 from pulumi_harness import DEFAULT_CONFIG, AzureMocks, run_stack
 
+from skyrack import plan as planmod
 from support import is_secret
 
 
@@ -122,6 +124,17 @@ def test_operator_networks_reach_6443_over_the_vpn_and_admin_ranges_open_the_fir
     vault = run.of_type("keyvault:Vault")[0].plain
     assert [r["value"] for r in vault["properties"]["networkAcls"]["ipRules"]] == ["203.0.113.0/24",
                                                                                   "198.51.100.7/32"]
+    # `skyrack etcd status/restore/replace-member` from an operator network: etcd's client port and SSH,
+    # evaluated as Azure does; never the peer port, and nothing from a public admin range or a rack node
+    net = nsg_eval.Network(run.one("network:VirtualNetwork", "vnet").plain["addressSpace"]["addressPrefixes"]
+                           + prefixes)
+    rules = run.one("network:NetworkSecurityGroup", "nsg-etcd").plain["securityRules"]
+    member = planmod.make(path).members_of("etcd")[0].ip
+    for src in ("172.16.8.9", "10.64.9.9", "192.168.7.9"):
+        assert nsg_eval.allows(rules, net, src, member, 2379) and nsg_eval.allows(rules, net, src, member, 22), src
+        assert not nsg_eval.allows(rules, net, src, member, 2380), src
+    for src in ("203.0.113.9", "10.64.8.9"):
+        assert not any(nsg_eval.allows(rules, net, src, member, port) for port in (22, 2379, 2380)), src
 
 
 @pytest.mark.parametrize(("operators", "message"), [

@@ -247,6 +247,37 @@ def test_pod_ranges_on_scale_set_nics_equal_the_plan(stack: StackRun) -> None:
         assert scale_set["tags"]["min"] == str(pool.min) and scale_set["tags"]["max"] == str(pool.max)
 
 
+def test_each_api_servers_pod_range_is_routed_to_it(stack: StackRun) -> None:
+    """An API server's pods (DaemonSets', the autoscaler's) are on its range from the lock: the VNet's route table
+    sends the range to its VM from the gateway (on-prem pods), the API servers and the pools; its NIC forwards."""
+    p = plan_of(stack)
+    apis = p.members_of("apiserver")
+    table = stack.one("network:RouteTable", "pod-routes")
+    routes = {r["addressPrefix"]: r for r in table.plain["routes"]}
+    assert {cidr: (r["nextHopType"], r["nextHopIpAddress"]) for cidr, r in routes.items()} == {
+        m.pod_cidr: ("VirtualAppliance", m.ip) for m in apis}
+    assert table.plain.get("disableBgpRoutePropagation") is False  # the gateway's subnet keeps on-prem's routes
+    attached = {name for name, sub in subnets(stack).items()
+                if sub.get("routeTable", {}).get("id") == table.state["id"]}
+    assert attached == {"GatewaySubnet", "apiservers", *(f"pool-{x.name}" for x in p.pools)}
+    for m in p.members:
+        nic = stack.one("network:NetworkInterface", f"{m.name}-nic").plain
+        assert nic.get("enableIPForwarding", False) is (m.role == "apiserver"), m.name
+    # the NSG: pod to pod from every pod range, nothing new to the API servers' own addresses
+    vnet = stack.one("network:VirtualNetwork", "vnet").plain
+    onprem = stack.one("network:LocalNetworkGateway", "onprem-gateway").plain
+    tag = nsg.Network(vnet["addressSpace"]["addressPrefixes"] + onprem["localNetworkAddressSpace"]["addressPrefixes"])
+    group = next(r for r in stack.of_type("network:NetworkSecurityGroup")
+                 if r.state["id"] == subnets(stack)["apiservers"]["networkSecurityGroup"]["id"])
+    rules = group.plain["securityRules"]
+    pod = sample(apis[0].pod_cidr)[1]
+    for src in (sample(p.onprem_pod_ranges[0])[0], *(sample(x.pod_cidr)[2] for x in p.pools), sample(apis[1].pod_cidr)[0]):
+        assert nsg.allows(rules, tag, src, pod, 8080), src
+        assert not nsg.allows(rules, tag, src, apis[0].ip, 8080), src
+    for src in (sample(str(p.env.onprem.cidrs[0]))[1], p.members_of("etcd")[0].ip, "8.8.8.8"):
+        assert not nsg.allows(rules, tag, src, pod, 8080), src
+
+
 # ----------------------------------------------------------------------------- API servers and DNS
 
 

@@ -95,6 +95,43 @@ def test_lab_apiservers_are_behind_the_load_balancer_as_in_azure(lab) -> None:
     assert f"{REPO}/ /" in paths["/usr/local/sbin/skyrack-kubeadm"]
 
 
+def test_api_servers_get_the_racks_pod_network_on_their_own_range(lab) -> None:
+    """An API server is a Node: without a CNI configuration kubelet reports it NotReady and nothing runs there
+    (the cluster autoscaler's pod among them). It gets the racks' own pod network, on its range from the lock."""
+    plan, issued = lab
+    member = plan.members_of("apiserver")[0]
+    config = yaml.safe_load(cloud_init.apiserver(plan, member, apiserver_pki(issued, member.name),
+                                                 kubernetes_repo=REPO))
+    files = {f["path"]: f for f in config["write_files"]}
+    cni = json.loads(files[cloud_init.POD_NETWORK_CONF]["content"])
+    assert cni["plugins"][0]["ipam"]["ranges"] == [[{"subnet": member.pod_cidr}]]
+    assert member.pod_cidr == planmod.read_lock(CONFIGS / "lab.yaml")["apiservers"][member.name]
+    routes = files[cloud_init.POD_NETWORK_SCRIPT]
+    assert routes["permissions"] == "0755" and "ip route replace" not in routes["content"]  # no L2 peers
+    assert f"-s {member.pod_cidr} ! -d {plan.env.kubernetes.pod_cidr} " in routes["content"]
+    assert "containernetworking-plugins" in config["packages"]  # bridge, host-local, portmap
+    # routes and the egress rule before kubeadm starts kubelet
+    runcmd = [" ".join(c) for c in config["runcmd"]]
+    assert runcmd.index("systemctl enable --now skyrack-pod-routes.service") < runcmd.index("/usr/local/sbin/skyrack-kubeadm")
+    assert [(p, m) for p, m, _ in cloud_init.apiserver_pod_network(plan, member)] == [
+        (cloud_init.POD_NETWORK_CONF, "0644"), (cloud_init.POD_NETWORK_SCRIPT, "0755"),
+        (cloud_init.POD_NETWORK_UNIT, "0644")]
+    etcd = plan.members_of("etcd")[0]
+    with pytest.raises(ValueError, match="etcd-0 has no pod range"):
+        cloud_init.apiserver_pod_network(plan, etcd)
+
+
+def test_the_pod_network_paths_are_the_roles(lab) -> None:
+    """The racks' pod_network role and the API servers' user-data write the same files to the same places."""
+    defaults = yaml.safe_load((CONFIGS.parent / "ansible/roles/pod_network/defaults/main.yml").read_text())
+    assert defaults["pod_network_conf"] == cloud_init.POD_NETWORK_CONF
+    assert defaults["pod_network_script"] == cloud_init.POD_NETWORK_SCRIPT
+    assert defaults["pod_network_bridge"] == cloud_init.POD_NETWORK_BRIDGE
+    assert defaults["pod_network_mtu"] == cloud_init.POD_NETWORK_MTU
+    tasks = (CONFIGS.parent / "ansible/roles/pod_network/tasks/main.yml").read_text()
+    assert f"dest: {cloud_init.POD_NETWORK_UNIT}\n" in tasks
+
+
 def test_api_servers_renew_kubeadms_certificates_before_they_expire(tmp_path) -> None:
     """The environment's certificate lifetimes reach kubeadm (its validity, the controller manager's signing
     duration for kubelets) and the renewal timer (how often, how far ahead), on every API server."""
@@ -230,8 +267,8 @@ def test_rendered_shell_scripts_pass_shellcheck(lab) -> None:
             assert run.returncode == 0, f"{path}:\n{run.stdout}"
             checked += 1
     # etcd: install, disk and member scripts (lab, prod), prod's snapshot; API servers' bootstrap and
-    # certificate renewal; the pool node
-    assert checked == 12
+    # certificate renewal and pod routes (the racks' too); the pool node
+    assert checked == 14
 
 
 def test_every_kubeadm_vm_gets_its_dns_cache_address_before_kubelet_starts(lab) -> None:

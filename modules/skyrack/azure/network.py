@@ -10,6 +10,10 @@ Control-plane VMs have no public addresses; a NAT gateway gives them outbound ac
 (package mirrors, container images). Members are named in a private DNS zone
 (`<env>.skyrack.internal`), plus `api.<zone>` for the load balancer. With on-prem mirror
 names, the delegated subnet `dns-resolver` holds the DNS Private Resolver (`dns`).
+
+Each API server is a Node with its own pod range (from the lock, in the VNet's address space so the VPN
+gateway advertises it to on-prem): the route table `pod-routes` sends each range to its VM (next hop
+VirtualAppliance, the VM's NIC forwarding), from the gateway (on-prem pods), the API servers and the pools.
 """
 
 from __future__ import annotations
@@ -18,10 +22,24 @@ import pulumi
 from pulumi_azure_native import network, privatedns
 
 from .. import certs
+from ..plan import Plan
 from . import dns, rules
 from .context import Context
 
 CONTROL_PLANE_SUBNETS = ("apiservers", "etcd", "etcd-events")
+ROUTE_TABLE = "pod-routes"
+
+
+def pod_routes(plan: Plan) -> list[dict[str, str]]:
+    """The route table's routes: each API server's pod range to the API server."""
+    return [{"name": f"pods-{m.name}", "address_prefix": m.pod_cidr, "next_hop_type": "VirtualAppliance",
+             "next_hop_ip_address": m.ip} for m in plan.members if m.pod_cidr]
+
+
+def routed_subnet(subnet: str) -> bool:
+    """Whether a subnet's traffic may be for an API server's pods: from on-prem (the gateway), the API
+    servers themselves and the cloud pools' pods. etcd and the DNS resolver never talk to pods."""
+    return subnet in ("GatewaySubnet", "apiservers") or subnet.startswith("pool-")
 
 
 def subnet_layout(ctx: Context, dns_resolver: bool = False) -> dict[str, str]:
@@ -40,9 +58,12 @@ def security_rule(rule: rules.Rule) -> dict[str, object]:
     """One NSG rule as Azure wants it (a single source, a tag, or a list of prefixes)."""
     out: dict[str, object] = {
         "name": rule.name, "priority": rule.priority, "direction": "Inbound", "access": rule.access,
-        "protocol": rule.protocol, "source_port_range": "*", "destination_address_prefix": "*",
-        "destination_port_range": rule.ports,
+        "protocol": rule.protocol, "source_port_range": "*", "destination_port_range": rule.ports,
     }
+    if len(rule.destinations) == 1:
+        out["destination_address_prefix"] = rule.destinations[0]
+    else:
+        out["destination_address_prefixes"] = list(rule.destinations)
     if len(rule.sources) == 1:
         out["source_address_prefix"] = rule.sources[0]
     else:
@@ -73,6 +94,11 @@ class Network(pulumi.ComponentResource):
             for nsg, nsg_rules in rules.nsg_rules(plan).items()
         }
 
+        routes = pod_routes(plan)
+        self.route_table = network.RouteTable(
+            ROUTE_TABLE, route_table_name=f"{prefix}-{ROUTE_TABLE}", routes=routes,
+            # the gateway's subnet must keep the routes BGP learns (on-prem's ranges)
+            disable_bgp_route_propagation=False, **ctx.common(), opts=child) if routes else None
         subnets = []
         layout = subnet_layout(ctx, dns_resolver)
         for subnet, cidr in layout.items():
@@ -84,6 +110,8 @@ class Network(pulumi.ComponentResource):
                 spec["network_security_group"] = {"id": self.nsgs[nsg].id}
                 spec["nat_gateway"] = {"id": self.nat.id}
                 spec["private_endpoint_network_policies"] = "Disabled"
+            if self.route_table is not None and routed_subnet(subnet):
+                spec["route_table"] = {"id": self.route_table.id}
             if subnet in ("etcd", "etcd-events"):
                 spec["service_endpoints"] = [{"service": "Microsoft.Storage"}]  # snapshots, without the internet
             subnets.append(spec)

@@ -52,7 +52,9 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
                      boot_after: list[pulumi.Resource] | None = None,
                      identities: list[pulumi.Input[str]] | None = None) -> compute.VirtualMachine:
     """`boot_after`: what the first boot needs in place (the VPN connection, on-prem DNS forwarding).
-    `identities`: user-assigned managed identities (resource IDs) the VM carries besides its own."""
+    `identities`: user-assigned managed identities (resource IDs) the VM carries besides its own.
+    A member with a pod range (an API server) gets IP forwarding on its NIC: Azure delivers it the packets
+    the route table sends to its pods (azure.network)."""
     name = f"{ctx.prefix}-{member.name}"
     ip_config: dict[str, object] = {"name": "primary", "primary": True, "private_ip_allocation_method": "Static",
                                     "private_ip_address": member.ip, "subnet": {"id": subnet_id}}
@@ -60,6 +62,7 @@ def control_plane_vm(ctx: Context, member: Member, subnet_id: pulumi.Input[str],
         ip_config["load_balancer_backend_address_pools"] = [{"id": backend_pool_id}]
     nic = network.NetworkInterface(
         f"{member.name}-nic", network_interface_name=f"{name}-nic", enable_accelerated_networking=True,
+        enable_ip_forwarding=member.pod_cidr is not None,
         ip_configurations=[ip_config], **ctx.common(),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []))
     return compute.VirtualMachine(

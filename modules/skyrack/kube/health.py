@@ -9,7 +9,8 @@ here is a list of checks, each answering from the API server's own state or from
 * ``kube-controller-manager``, ``kube-scheduler``   their leader-election Lease is held and was
   renewed within its duration (by the API server's clock, the Date of its answer): one of them is
   running, leading and talking to the API server;
-* ``nodes``              every planned on-prem node registered and Ready;
+* ``nodes``              every planned node registered and Ready: the API servers (each a Node with its
+  own pod range) and the on-prem workers;
 * ``kube-proxy``         its DaemonSet rolled out, and a Ready kube-proxy pod on every planned node;
 * ``CoreDNS``            every replica of its Deployment ready, and the ``kube-dns`` Service's
   EndpointSlices holding a ready endpoint;
@@ -17,6 +18,8 @@ here is a list of checks, each answering from the API server's own state or from
 * ``DNS``                a query for ``kubernetes.default.svc.<domain>`` sent from each node to the
   node's DNS cache (``kubernetes.node_dns_ip``, what kubelet gives every pod, so as a pod's lookup
   goes: the cache, then kube-dns through kube-proxy) answers with the ``kubernetes`` Service's IP.
+  Asked from the on-prem nodes, where the jobs run (the lab's API servers cannot reach the racks' pods:
+  docs/lab.md).
 
 Stages: ``CONTROL_PLANE`` (the API server, the controller manager and the scheduler leading: what
 `skyrack lab up` waits for, before any worker joined or the cluster layer ran) and ``CLUSTER``
@@ -219,12 +222,14 @@ def _checks(p: planmod.Plan, get: Get, run_on: RunOn | None, stage: str, out: li
     out.append(check_lease(get, "kube-scheduler"))
     if stage == CONTROL_PLANE:
         return
-    nodes, ready = check_nodes(get, [n.name for n in p.nodes])
-    hosts = [n.name for n in p.nodes if n.name in ready]
+    planned = [m.name for m in p.members if m.pod_cidr] + [n.name for n in p.nodes]
+    nodes, ready = check_nodes(get, planned)
+    hosts = [n for n in planned if n in ready]
+    onprem = [n.name for n in p.nodes if n.name in ready]
     out += [nodes, check_daemonset(get, bootstrap.KUBE_PROXY, hosts), coredns := check_coredns(get),
             cache := check_daemonset(get, bootstrap.NODE_DNS, hosts)]
-    if coredns.ready and cache.ready and run_on is not None and hosts:
-        out.append(check_dns(p, run_on, hosts))
+    if coredns.ready and cache.ready and run_on is not None and onprem:
+        out.append(check_dns(p, run_on, onprem))
     elif run_on is not None:
         why = ("CoreDNS is not ready" if not coredns.ready else f"{bootstrap.NODE_DNS} is not ready"
                if not cache.ready else "no Ready node to ask from")

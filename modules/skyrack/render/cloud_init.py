@@ -19,6 +19,7 @@ concrete PEM strings (no Pulumi outputs), so both callers share every line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -41,7 +42,7 @@ CLIENT_PORT = 2379
 PEER_PORT = 2380
 DataDisk = Literal["local", "rootfs"]
 # containerd, kubelet, kubeadm and kubectl come from the site's Kubernetes repository (the bootstrap script)
-NODE_PACKAGES = ("curl", "gpg", "iptables")
+NODE_PACKAGES = ("curl", "gpg", "iptables", "containernetworking-plugins")  # the last: the pod network's CNI plugins
 ETCD_PACKAGES = ("curl", "gpg")
 BOOT_LOG = "/var/log/skyrack-boot.log"  # every first-boot script's progress and verdict (retry.sh.j2)
 
@@ -248,6 +249,7 @@ def apiserver(plan: Plan, member: Member, pki: ApiServerPki, *, kubernetes_repo:
                # Behind the load balancer (Azure's, or the lab's stand-in) a member must not reach itself
                # through it: Azure's drops a backend's connection to its own frontend.
                hairpin=True)
+    ctx["pod_network"] = apiserver_pod_network(plan, member)
     unit = render("cloud-init/apiserver-hairpin.service.j2", **ctx)
     renew = {"member": member, "certs": plan.env.kubernetes.certificates}
     return render("cloud-init/apiserver.yaml.j2", **_node_files(ctx), hairpin_unit=unit,
@@ -312,7 +314,7 @@ def pool_node(plan: Plan, pool: PoolPlan, join: WorkerJoin, *, kubernetes_repo: 
                                          # cloud-node-manager (cluster layer) sets the providerID the autoscaler needs
                                          ("cloud-provider", "external")],
                            reservation=pool.reservation)
-    ctx.update(pool=pool, member=None, hairpin=False)
+    ctx.update(pool=pool, member=None, hairpin=False, pod_network=[])
     return render("cloud-init/pool-node.yaml.j2", **_node_files(ctx))
 
 
@@ -363,6 +365,38 @@ def execution_node(plan: Plan, node: ExecutionNode, tls: MeshTls, *, receptor: s
     return render("cloud-init/execution-node.yaml.j2", env=plan.env, node=node, controller=ex.controller,
                   receptor=receptor, runner_dir=runner_dir, tls=tls, tls_dir=RECEPTOR_TLS_DIR,
                   receptor_config=yaml.safe_dump(config, sort_keys=False, default_flow_style=False))
+
+
+# The pod network every kubelet node gets: a bridge, host-local addresses from the node's planned range, the
+# routes script and its unit. The racks' pod_network role renders the same templates (templates/node/) with the
+# same variable names; these defaults are the role's (ansible/roles/pod_network/defaults/main.yml).
+POD_NETWORK_CONF = "/etc/cni/net.d/10-skyrack.conflist"
+POD_NETWORK_SCRIPT = "/usr/local/sbin/skyrack-pod-routes"
+POD_NETWORK_UNIT = "/etc/systemd/system/skyrack-pod-routes.service"
+POD_NETWORK_BRIDGE = "cni0"
+POD_NETWORK_MTU = 1500
+
+
+def pod_network_files(plan: Plan, *, node: str, where: str, pod_cidr: str,
+                      peers: Sequence[dict[str, str]] = ()) -> list[tuple[str, str, str]]:
+    """(path, mode, text) of a node's pod network: its range, and the other nodes of its L2 segment (`peers`:
+    name, ip, pod_cidr) routed directly. What the pod_network role writes on a rack node, byte for byte."""
+    ctx = {"pod_network_node": node, "pod_network_where": where, "pod_network_cidr": pod_cidr,
+           "pod_network_cluster_cidr": str(plan.env.kubernetes.pod_cidr), "pod_network_peers": list(peers),
+           "pod_network_bridge": POD_NETWORK_BRIDGE, "pod_network_mtu": POD_NETWORK_MTU,
+           "pod_network_script": POD_NETWORK_SCRIPT}
+    return [(POD_NETWORK_CONF, "0644", render("node/pod-network.conflist.j2", **ctx)),
+            (POD_NETWORK_SCRIPT, "0755", render("node/pod-routes.sh.j2", **ctx)),
+            (POD_NETWORK_UNIT, "0644", render("node/pod-routes.service.j2", **ctx))]
+
+
+def apiserver_pod_network(plan: Plan, member: Member) -> list[tuple[str, str, str]]:
+    """An API server's pod network: its range from the lock and no L2 peers (in Azure the VNet's route table
+    brings its range to it; every other range is behind the default gateway)."""
+    if member.pod_cidr is None:
+        raise ValueError(f"{member.name} has no pod range in the plan")
+    return pod_network_files(plan, node=member.name, where=f"{plan.env.name}, an API server",
+                             pod_cidr=member.pod_cidr)
 
 
 CONTAINERD_ROOT = "/var/lib/containerd"
