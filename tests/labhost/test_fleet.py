@@ -15,7 +15,7 @@ import yaml
 from skyrack import plan as planmod
 from skyrack.errors import InputError
 from skyrack.lab import fleet
-from support import CONFIGS, ROOT
+from support import CONFIGS, ROOT, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +134,40 @@ def test_the_bench_reads_control_plane_cpu_by_process_and_survives_a_restart(tmp
     assert used == {"apiserver": 1.2, "controller-manager": 0.0, "etcd": 0.3}
     idle, busy = {"cores": {"apiserver": 0.2, "etcd": 0.1}}, {"cores": used}
     assert b.per_thousand(idle, busy, 2000) == {"apiserver": 0.5, "controller-manager": 0.0, "etcd": 0.1}
+
+
+class Clock:
+    """A clock that moves only when the wait sleeps."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def test_the_ready_wait_ends_when_all_are_ready_or_fails_below_the_fraction_at_the_deadline():
+    wanted = {f"n{i}" for i in range(10)}
+    states = iter([{n: i < 3 for i, n in enumerate(sorted(wanted))}, dict.fromkeys(wanted, True)])
+    clock = Clock()
+    assert fleet.wait_ready(lambda: next(states), wanted, 60, clock=clock, sleep=clock.sleep) == 10
+    assert clock.t == 2  # one poll missed some, the next found all
+    nine = {n: n != "n0" for n in wanted}  # a machine that keeps 9 of 10 Ready, never all
+    clock = Clock()
+    with pytest.raises(fleet.LabError, match=r"^1 of 10 simulated nodes not Ready after 60 s; KWOK's log: k.log$"):
+        fleet.wait_ready(lambda: nine, wanted, 60, clock=clock, sleep=clock.sleep, log=Path("k.log"))
+    assert 60 < clock.t <= 64  # it waited the whole timeout, not more
+    clock = Clock()
+    assert fleet.wait_ready(lambda: nine, wanted, 60, min_ready=0.9, clock=clock, sleep=clock.sleep) == 9
+    clock = Clock()
+    with pytest.raises(fleet.LabError, match="1 of 10"):
+        fleet.wait_ready(lambda: nine, wanted, 60, min_ready=0.95, clock=clock, sleep=clock.sleep)
+
+
+@pytest.mark.parametrize("fraction", ["0", "1.5"])
+def test_a_ready_fraction_outside_zero_to_one_is_refused_before_anything_runs(fraction):
+    proc = run_cli("lab", "fleet", "up", str(CONFIGS / "lab.yaml"), "--min-ready", fraction)
+    assert proc.returncode == 2 and "--min-ready" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

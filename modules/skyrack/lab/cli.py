@@ -286,18 +286,24 @@ def fleet_up(
                                         parser=env_path)] = CONFIGS / "prod.yaml",
     count: Annotated[int, typer.Option("--nodes", help="How many, in the plan's rack order.")] = 200,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for every node to be Ready.")] = 1800,
+    min_ready: Annotated[float, typer.Option(
+        "--min-ready", min=0.01, max=1.0,
+        help="At the timeout, go on if at least this fraction of the nodes is Ready (a machine too small to keep "
+             "the whole fleet Ready: the result says how many were); below it, an error.")] = 1.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Register the first N planned nodes of --shape as KWOK nodes and wait until each is Ready (idempotent)."""
     from . import fleet
 
     say = (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]fleet[/bold] {safe(m)}"))
-    res = _run(lambda: fleet.up(path, shape, count, timeout, say), as_json)
+    res = _run(lambda: fleet.up(path, shape, count, timeout, say, min_ready=min_ready), as_json)
     if as_json:
         dump_json(ok(**res))
     else:
-        out.print(f"{res['nodes']} simulated nodes of {res['shape']} Ready on lab {res['environment']} "
-                  f"({res['created']} created in {res['create_seconds']} s, all Ready after {res['ready_seconds']} s); "
+        ready = (f"all Ready after {res['ready_seconds']} s" if res["all_ready"]
+                 else f"{res['ready']} Ready after {res['ready_seconds']} s")
+        out.print(f"{res['nodes']} simulated nodes of {res['shape']} on lab {res['environment']} "
+                  f"({res['created']} created in {res['create_seconds']} s, {ready}); "
                   f"remove them: skyrack lab fleet down {path}")
 
 

@@ -165,8 +165,30 @@ def simulated(lab: Lab, arts: build.Artifacts) -> dict[str, bool]:
     return found
 
 
-def up(env_path: Path, shape_path: Path, count: int, timeout: float = 1800, say: Say = print) -> dict:
-    """Register the first `count` nodes of `shape_path`'s plan; wait until every one is Ready. Figures."""
+def wait_ready(poll: Callable[[], dict[str, bool]], wanted: set[str], timeout: float, *, min_ready: float = 1.0,
+               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+               log: Path | None = None) -> int:
+    """Poll until every wanted node is Ready, or the deadline: how many are Ready then. At the deadline fewer
+    than `min_ready` of them (a fraction) is an error; more is the answer of a machine that cannot keep the
+    whole fleet Ready (the caller reports the count)."""
+    deadline = clock() + timeout
+    while True:
+        now = poll()
+        ready = sum(1 for n in wanted if now.get(n))
+        if ready == len(wanted):
+            return ready
+        if clock() > deadline:
+            if ready >= min_ready * len(wanted):
+                return ready
+            raise LabError(f"{len(wanted) - ready} of {len(wanted)} simulated nodes not Ready after {timeout:.0f} s"
+                           + (f"; KWOK's log: {log}" if log else ""))
+        sleep(2)
+
+
+def up(env_path: Path, shape_path: Path, count: int, timeout: float = 1800, say: Say = print,
+       min_ready: float = 1.0) -> dict:
+    """Register the first `count` nodes of `shape_path`'s plan; wait until every one is Ready (or, past the
+    timeout, at least the fraction `min_ready` of them). Figures."""
     lab = open_lab(env_path)
     shape = planmod.make(shape_path)
     docs = manifests(shape, count)
@@ -189,19 +211,14 @@ def up(env_path: Path, shape_path: Path, count: int, timeout: float = 1800, say:
     created = time.monotonic() - t0
     say(f"{len(new)} nodes of {shape.env.name} created in {created:.1f} s ({len(have)} were there)")
     wanted = {d["metadata"]["name"] for d in docs}
-    deadline = time.monotonic() + timeout
-    while True:
-        now = simulated(lab, arts)
-        ready = sum(1 for n in wanted if now.get(n))
-        if ready == len(wanted):
-            break
-        if time.monotonic() > deadline:
-            raise LabError(f"{len(wanted) - ready} of {len(wanted)} simulated nodes not Ready after {timeout:.0f} s; "
-                           f"KWOK's log: {lab.paths.log_dir / 'kwok.log'}")
-        time.sleep(2)
+    ready = wait_ready(lambda: simulated(lab, arts), wanted, timeout, min_ready=min_ready,
+                       log=lab.paths.log_dir / "kwok.log")
+    if ready < len(wanted):
+        say(f"{len(wanted) - ready} of {len(wanted)} not Ready after {timeout:.0f} s: going on with {ready} "
+            f"(--min-ready {min_ready})")
     return {"environment": lab.plan.env.name, "shape": shape.env.name, "nodes": len(wanted), "created": len(new),
             "create_seconds": round(created, 1), "ready_seconds": round(time.monotonic() - t0, 1),
-            "simulated": len(now)}
+            "ready": ready, "all_ready": ready == len(wanted), "simulated": len(simulated(lab, arts))}
 
 
 def down(env_path: Path, timeout: float = 1800, say: Say = print) -> dict:
