@@ -23,6 +23,7 @@ from pydantic import (
     StrictBool,
     StrictFloat,
     StrictInt,
+    StrictStr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -591,6 +592,20 @@ class Join(Strict):
     # the whole drain's deadline, and how long a gang on it may run on before it is evicted whole.
     drain_timeout_minutes: Annotated[StrictInt, Field(ge=1, le=1440)] = 15
     gang_wait_minutes: Annotated[StrictInt, Field(ge=0, le=10080)] = 0
+    # A rack's nodes behind kubernetes.version are upgraded in batches of this size (join/upgrade.py), as
+    # Ansible's `serial`: a count or a share of the rack's nodes behind, the last repeating until all are done.
+    upgrade_serial: Annotated[list[StrictInt | StrictStr], Field(min_length=1, max_length=16)] = Field(
+        default_factory=lambda: [1, "20%"])
+
+    @field_validator("upgrade_serial")
+    @classmethod
+    def _batch_sizes(cls, v: list[int | str]) -> list[int | str]:
+        for i, size in enumerate(v):
+            if (isinstance(size, int) and not 1 <= size <= 100_000) or (isinstance(size, str) and not re.fullmatch(
+                    r"([1-9][0-9]?|100)%", size)):
+                raise ValueError(f"item {i} ({size!r}) is neither a number of nodes (1 to 100000) nor a share of "
+                                 "the rack's (1% to 100%)")
+        return v
 
 
 class Backups(Strict):

@@ -292,7 +292,9 @@ def _kubernetes(old: Plan, new: Plan) -> Iterator[Change]:
                      "(rejected)")
     elif m1 == m0 + 1:
         yield Change("caution", "kubernetes", "kubernetes.version",
-                     f"Kubernetes upgrade {v0} → {v1}: control plane first, then the racks one at a time")
+                     f"Kubernetes upgrade {v0} → {v1}: control plane first, then the cluster layer, then the racks "
+                     "(canary first), each rack's nodes drained and upgraded a batch at a time "
+                     "(`skyrack upgrade --plan`)")
     else:
         yield Change("caution", "kubernetes", "kubernetes.version",
                      f"Kubernetes patch upgrade {v0} → {v1}: every component restarts, one at a time")

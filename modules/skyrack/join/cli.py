@@ -10,7 +10,7 @@ import typer
 
 from ..cliutil import DEFAULT_ENV, EnvArg, JsonOpt, err, guarded, out
 from ..term import safe
-from . import departures, driver, fleet
+from . import departures, driver, fleet, upgrade
 from .progress import error_lines, skipped_table, summary_table
 
 
@@ -57,7 +57,8 @@ def join(
         err.print(f"rack {safe(run.rack)}: {len(run.hosts)} host(s) in {run.seconds} s, "
                   f"{len(run.failed_hosts)} failed; record {safe(run.record)}")
 
-    result = guarded(lambda: driver.join_fleet(path, opts, err, on_rack=said), as_json, (departures.LeaveFailed,))
+    result = guarded(lambda: driver.join_fleet(path, opts, err, on_rack=said), as_json,
+                     (departures.LeaveFailed, upgrade.UpgradeRefused))
     runs = result.runs
     if not runs:
         what = "no failed hosts to retry" if retry_failed else "no hosts selected"

@@ -124,6 +124,7 @@ class Outcome:
     released: list[str]  # removed nodes whose pod ranges the lock no longer holds
     runs: list[Any]  # the reset runs' records (RackRun)
     relabelled: list[str] = field(default_factory=list)  # the join's: Nodes brought to the plan (node_objects.py)
+    upgrade: Any = None  # the join's: upgrade.Findings, the nodes behind the plan's Kubernetes version
 
 
 def leave(p: planmod.Plan, departures: list[Departure], call: drainmod.Call, console: Console,

@@ -12,6 +12,8 @@ generated.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import json
 import os
 import sys
@@ -35,7 +37,7 @@ from ..kube import drain as drainmod
 from ..kube import readiness
 from ..kube.health import ApiError
 from ..term import safe
-from . import departures, fleet, node_objects, receptor, records
+from . import departures, fleet, node_objects, receptor, records, upgrade
 from . import outputs as outmod
 from .node_files import ANSIBLE_DIR, TEMPLATES
 from .progress import Board, Progress, message
@@ -187,10 +189,15 @@ def secret_vars(secrets: dict[str, Any]) -> Iterator[list[str]]:
 def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, public: dict[str, Any] | None,
              secrets: dict[str, Any], console: Console, board: Board | None = None,
              cancel: Callable[[], bool] | None = None, route: receptor.Route | None = None,
-             playbook: str = PLAYBOOK, inv_data: dict[str, Any] | None = None) -> RackRun:
+             playbook: str = PLAYBOOK, inv_data: dict[str, Any] | None = None, part_of: Path | None = None) -> RackRun:
     """One rack's run of a playbook (the join's, or with `inv_data` another inventory's: departures.py), here
-    (ansible-runner) or, with a route, on its execution node through Receptor."""
-    run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
+    (ansible-runner) or, with a route, on its execution node through Receptor. With `part_of`, a part of a
+    rack's run (an upgrade's batch, upgrade.py): its directory is made in that record, which gets the summary."""
+    if part_of is None:
+        run_dir = records.new_dir(opts.runs_dir, p.env.name, rack)
+    else:
+        run_dir = part_of / f"part-{sum(1 for _ in part_of.glob('part-*')) + 1}"
+        run_dir.mkdir(mode=0o700)
     inv = write_inventory(run_dir, p, public, inv_data)
     started = time.time()
     result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(run_dir), started=started,
@@ -243,12 +250,18 @@ def run_rack(p: planmod.Plan, rack: str, hosts: list[str], opts: JoinOptions, pu
                 "the run stopped before this host finished (a batch failed: max_fail_percentage)" if stats
                 else f"ansible-playbook failed before any host ran: {tail(run_dir)}")
         result.hosts.append(hr)
+    if part_of is None:
+        keep(result, opts, console)
+    return result
+
+
+def keep(result: RackRun, opts: JoinOptions, console: Console) -> None:
+    """Save a rack run's summary and remove the rack's oldest records beyond --keep-runs."""
     records.save(result)
     try:
-        records.prune(opts.runs_dir, p.env.name, rack, opts.keep_runs, run_dir)
+        records.prune(opts.runs_dir, result.env, result.rack, opts.keep_runs, Path(result.record))
     except OSError as exc:  # the run itself is recorded: an old record that stays is no failure of it
-        console.print(f"[yellow]old run records of rack {safe(rack)} not removed: {safe(exc)}[/yellow]")
-    return result
+        console.print(f"[yellow]old run records of rack {safe(result.rack)} not removed: {safe(exc)}[/yellow]")
 
 
 def tail(run_dir: Path, lines: int = 3) -> str:
@@ -297,8 +310,15 @@ def join_fleet(env_path: Path, opts: JoinOptions, console: Console,
     def one(rack: str, hosts: list[str]) -> RackRun:
         # in the main thread (the canary) ansible-runner's own Ctrl-C handling stays; rack threads use `cancel`
         in_thread = threading.current_thread() is not threading.main_thread()
-        return run_rack(p, rack, hosts, opts, public, secrets, console, board, cancel.is_set if in_thread else None,
-                        routes.get(rack))
+        behind = [h for h in hosts if gone is not None and gone.upgrade is not None and h in gone.upgrade.behind
+                  and not opts.check]
+        run = functools.partial(run_rack, p, rack, board=board, cancel=cancel.is_set if in_thread else None,
+                                route=routes.get(rack))
+        if not behind:
+            return run(hosts, opts, public, secrets, console)
+        assert gone is not None and gone.upgrade is not None
+        return upgrade_rack(p, rack, hosts, behind, gone.upgrade.target, opts, data, console,
+                            lambda batch, o, part: run(batch, o, public, secrets, console, part_of=part))
 
     with records.private_files():
         gone = leave_first(p, opts, data, public, secrets, console, on_rack, selected)
@@ -325,24 +345,31 @@ def leave_first(p: planmod.Plan, opts: JoinOptions, data: dict[str, Any], public
             console.print(f"[yellow]leaving nodes not removed ({safe(', '.join(p.allocation.leaving))}): that needs "
                           "the control plane's outputs with admin_kubeconfig (--outputs)[/yellow]")
         return None
-    ca = readiness.kubeconfig_ca(kubeconfig) or data.get("ca_cert_pem") or ""
-    with readiness.client(data["apiserver_endpoint"], ca, kubeconfig, timeout=30) as call:
+    with cluster(data) as call:
         try:
             nodes = departures.env_nodes(call, p.env.name)
+            versions = upgrade.guard(p, upgrade.control_plane(call), nodes, str(p.source))
         except ApiError as exc:  # the racks can still be prepared; their kubeadm join says what is wrong
-            console.print(f"[yellow]the cluster did not say which nodes leave ({safe(exc)}): none leaves and no "
-                          "Node is relabelled in this run[/yellow]")
+            console.print(f"[yellow]the cluster did not say which nodes leave or which run an older Kubernetes "
+                          f"({safe(exc)}): none leaves, none is upgraded and no Node is relabelled in this run[/yellow]")
             return None
-        found = departures.select(departures.find(p, nodes), opts.rack, opts.limit)
+        for line in versions.skew:
+            console.print(f"[yellow]version skew: {safe(line)}[/yellow]")
         chosen = {h for _, hosts in selected for h in hosts}
+        versions.behind = {n: v for n, v in versions.behind.items() if n in chosen}
+        if versions.behind:
+            verb = "would upgrade" if opts.check else "to upgrade"
+            console.print(f"{verb} to Kubernetes {upgrade.show(versions.target)} (drained a batch at a time): "
+                          + safe(", ".join(f"{n} ({v})" for n, v in sorted(versions.behind.items()))))
+        found = departures.select(departures.find(p, nodes), opts.rack, opts.limit)
         staying = [n for n in nodes if (n.get("metadata") or {}).get("name") in chosen - {d.name for d in found}]
         if opts.check:
             for d in found:
                 console.print(f"would drain, reset and delete {safe(d.describe())} (rack {safe(d.rack)})")
             for name in node_objects.differing(p, staying):
                 console.print(f"would bring the labels and taints of Node {safe(name)} to the plan's")
-            return None
-        done = departures.Outcome([], {}, [], [])
+            return departures.Outcome([], {}, [], [], upgrade=versions)
+        done = departures.Outcome([], {}, [], [], upgrade=versions)
         if opts.rack is None and not opts.limit and not opts.retry_failed:
             # a leaving range whose Node is gone already (it never joined): nothing to drain
             done.released = departures.release(p, departures.stale_leaving(p, nodes), console)
@@ -358,11 +385,9 @@ def leave_first(p: planmod.Plan, opts: JoinOptions, data: dict[str, Any], public
                     on_rack(run)
                 return run
 
-            minutes = p.env.join
             released = done.released
-            done = departures.leave(p, found, call, console, reset, drainmod.DrainOptions(
-                timeout_s=minutes.drain_timeout_minutes * 60, gang_wait_s=minutes.gang_wait_minutes * 60))
-            done.released = [*released, *done.released]
+            done = departures.leave(p, found, call, console, reset, drain_options(p))
+            done.released, done.upgrade = [*released, *done.released], versions
             if done.failed:
                 raise departures.LeaveFailed("nodes that leave were not removed, so no rack ran: " + "; ".join(
                     f"{n}: {why}" for n, why in done.failed.items()) + " (fix it and run `skyrack join` again)")
@@ -374,6 +399,71 @@ def leave_first(p: planmod.Plan, opts: JoinOptions, data: dict[str, Any], public
         if done.relabelled:
             console.print(f"labels and taints brought to the plan's: {safe(', '.join(done.relabelled))}")
     return done
+
+
+def cluster(data: dict[str, Any]) -> contextlib.AbstractContextManager[drainmod.Call]:
+    """The API server, as the admin of the control plane's outputs."""
+    kubeconfig = data["admin_kubeconfig"]
+    ca = readiness.kubeconfig_ca(kubeconfig) or data.get("ca_cert_pem") or ""
+    return readiness.client(data["apiserver_endpoint"], ca, kubeconfig, timeout=30)
+
+
+def drain_options(p: planmod.Plan) -> drainmod.DrainOptions:
+    minutes = p.env.join
+    return drainmod.DrainOptions(timeout_s=minutes.drain_timeout_minutes * 60,
+                                 gang_wait_s=minutes.gang_wait_minutes * 60)
+
+
+def upgrade_rack(p: planmod.Plan, rack: str, hosts: list[str], behind: list[str], target: upgrade.Version,
+                 opts: JoinOptions, data: dict[str, Any], console: Console,
+                 run: Callable[[list[str], JoinOptions, Path], RackRun]) -> RackRun:
+    """A rack with nodes behind the plan's version: the others joined as always, then the nodes behind
+    upgraded a batch at a time (upgrade.py); one record, the parts' runs in it."""
+    record = records.new_dir(opts.runs_dir, p.env.name, rack)
+    parts: list[RackRun] = []
+    failed: dict[str, str] = {}
+    not_run: list[str] = []
+    current = [h for h in hosts if h not in behind]
+    if current:
+        parts.append(run(current, opts, record))
+        failed.update({h.host: h.message or h.result for h in parts[-1].hosts if h.bad})
+    if len(failed) * 100 > upgrade.MAX_FAIL_PERCENT * max(len(current), 1):
+        not_run = behind
+    else:
+        upgrading = dataclasses.replace(opts, extravars={**opts.extravars, "skyrack_upgrading": True})
+
+        def play(batch: list[str]) -> dict[str, str]:
+            parts.append(run(batch, upgrading, record))
+            return {h.host: h.message or h.result for h in parts[-1].hosts if h.bad}
+
+        with cluster(data) as call:
+            roll = upgrade.Roll(call, target, p.env.join.upgrade_serial, drain_options(p),
+                                log=lambda m: console.print(f"rack {safe(rack)}: {safe(m)}"))
+            bad, not_run = roll.run(behind, play)
+        failed.update(bad)
+    return keep_parts(p, rack, record, hosts, parts, failed, not_run, opts, console)
+
+
+def keep_parts(p: planmod.Plan, rack: str, record: Path, hosts: list[str], parts: list[RackRun],
+               failed: dict[str, str], not_run: list[str], opts: JoinOptions, console: Console) -> RackRun:
+    """One rack run of its parts: every host's last result, a drain's or a wait's failure, the hosts never run."""
+    started = parts[0].started if parts else time.time()
+    result = RackRun(env=p.env.name, rack=rack, check=opts.check, record=str(record), started=started,
+                     tags=list(opts.tags or []), via=parts[0].via if parts else "local")
+    last = {h.host: h for part in parts for h in part.hosts}
+    for name in hosts:
+        hr = last.get(name) or HostResult(host=name, rack=rack)
+        if name in not_run and name not in last:
+            hr.message = "not run: an earlier upgrade batch of this rack failed (max_fail_percentage)"
+        elif name in failed and not hr.bad:
+            hr.result, hr.message = "failed", failed[name]
+        result.hosts.append(hr)
+    result.ended = time.time()
+    result.seconds = round(result.ended - started, 1)
+    result.rc = max([part.rc for part in parts] + [1 if result.failed_hosts else 0])
+    result.status = "failed" if result.failed_hosts else "successful"
+    keep(result, opts, console)
+    return result
 
 
 def rollout(opts: JoinOptions, p: planmod.Plan) -> None:
