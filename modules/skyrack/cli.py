@@ -191,6 +191,51 @@ def table(title: str, columns: tuple[str, ...], rows: Any) -> None:
     out.print(t)
 
 
+class ClusterUnread(Exception):
+    """The cluster named by --outputs did not answer (the message says what it said)."""
+
+
+@app.command()
+def upgrade(
+    path: EnvArg = DEFAULT_ENV,
+    show_plan: Annotated[bool, typer.Option("--plan", help="Print the ordered steps; change nothing (required: "
+                                                         "each step is run by the command it names).")] = False,
+    outputs: Annotated[Path | None, typer.Option(help="Control-plane outputs with admin_kubeconfig (`pulumi stack "
+                                                      "output --json --show-secrets`): read the cluster's versions, "
+                                                      "list only the nodes behind.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The steps of an upgrade to the file's kubernetes.version: control plane, cluster layer, racks in batches."""
+    from . import upgrades
+    from .join import departures, driver
+    from .join import upgrade as racks
+    from .kube.health import ApiError
+
+    p = guarded(lambda: planmod.make(path), as_json)
+    if not show_plan:
+        raise fail([Problem("--plan", "", "skyrack upgrade only plans: give --plan (the racks' step is run by "
+                                          "`skyrack join`, which upgrades the nodes behind)")], as_json)
+    nodes = api_version = None
+    if outputs is not None:
+        data = guarded(lambda: contract.validate(contract.read_file(outputs), outputs,
+                                                 ("apiserver_endpoint", "admin_kubeconfig")), as_json)
+
+        def read() -> tuple[list, Any]:
+            try:
+                with driver.cluster(data) as call:
+                    return departures.env_nodes(call, p.env.name), racks.control_plane(call)
+            except ApiError as exc:
+                raise ClusterUnread(f"the cluster did not answer ({exc}): nothing was planned") from None
+
+        nodes, api_version = guarded(read, as_json, (ClusterUnread,))
+    steps = upgrades.steps(p, nodes, api_version)
+    if as_json:
+        dump_json(ok(steps.to_dict()))
+        return
+    for line in upgrades.lines(steps, str(path)):
+        out.print(safe(line), highlight=False)
+
+
 @app.command("inventory")
 def inventory_cmd(
     path: EnvArg = DEFAULT_ENV,

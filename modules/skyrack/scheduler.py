@@ -6,7 +6,7 @@ must fit together, and pods that name it in `spec.schedulingGroup.podGroupName`.
 GangScheduling plugin binds none of them until `minCount` of them can be placed, and lets a
 waiting gang go after 5 minutes (upstream's fixed permit timeout). In 1.37 it is beta and off by
 default: the API servers serve the API and every control-plane component runs with the feature gate
-(`FEATURE_GATES`, `RUNTIME_CONFIG`, passed by kubeadm's ClusterConfiguration), and the plugin then
+(`GANGS`, per minor: passed by kubeadm's ClusterConfiguration), and the plugin then
 joins the default profile by itself. The RBAC it needs (the scheduler reads PodGroups, team
 members write them through `edit`) is upstream's bootstrap policy, on once the gate is.
 
@@ -16,6 +16,7 @@ API-server VM (`render.cloud_init` embeds ``scheduler_config_yaml``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -23,14 +24,39 @@ import yaml
 from . import config, tuning
 
 DEFAULT_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
-POD_GROUP_API = "scheduling.k8s.io/v1beta1"
-FEATURE_GATES = {"GenericWorkload": True}  # the Workload and PodGroup API, and the GangScheduling plugin
-RUNTIME_CONFIG = f"{POD_GROUP_API}=true"  # a beta API is not served unless asked for
 
 
-def feature_gates() -> str:
-    """`--feature-gates` of kube-apiserver, kube-controller-manager and kube-scheduler."""
-    return ",".join(f"{name}={str(on).lower()}" for name, on in sorted(FEATURE_GATES.items()))
+@dataclass(frozen=True)
+class Gangs:
+    """What one Kubernetes minor needs for gang scheduling: the PodGroup API's version and the feature gates."""
+
+    api: str  # the PodGroup API (served only when asked for: `runtime_config`)
+    gates: dict[str, bool]
+
+    @property
+    def runtime_config(self) -> str:
+        return f"{self.api}=true"
+
+    @property
+    def feature_gates(self) -> str:
+        """`--feature-gates` of kube-apiserver, kube-controller-manager and kube-scheduler."""
+        return ",".join(f"{name}={str(on).lower()}" for name, on in sorted(self.gates.items()))
+
+
+# Per minor the lab builds (skyrack.upstream.KUBERNETES_BUILDS). In 1.36 the API is alpha (v1alpha2) and the
+# plugin has its own gate; 1.37 serves v1beta1 and GenericWorkload alone turns both on. An alpha API's objects
+# do not survive an upgrade (1.37 no longer decodes v1alpha2): docs/join.md says what an upgrade from 1.36 does.
+GANGS = {
+    36: Gangs("scheduling.k8s.io/v1alpha2", {"GenericWorkload": True, "GangScheduling": True}),
+    37: Gangs("scheduling.k8s.io/v1beta1", {"GenericWorkload": True}),
+}
+NEWEST = max(GANGS)
+POD_GROUP_API = GANGS[NEWEST].api  # the lab's (configs/lab.yaml runs the newest minor)
+
+
+def gangs(version: str) -> Gangs:
+    """The gang settings of a Kubernetes version (`1.37.2`); a newer minor than skyrack knows gets the newest's."""
+    return GANGS.get(int(version.split(".")[1]), GANGS[NEWEST])
 
 
 def scheduler_config(env: config.Environment, kubeconfig: str = DEFAULT_KUBECONFIG) -> dict[str, Any]:

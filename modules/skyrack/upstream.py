@@ -67,6 +67,8 @@ KUBERNETES_BUILDS: dict[str, KubernetesBuild] = {
     b.version: b
     for b in (
         KubernetesBuild(version="1.37.2", go="1.26.0", coredns="v1.14.6", pause="3.10.2", agnhost="2.66.1"),
+        # the minor before: the cluster an upgrade starts from (bench/upgrade.py); not built by `./dev test`
+        KubernetesBuild(version="1.36.3", go="1.26.0", coredns="v1.14.2", pause="3.10.2", agnhost="2.63.0"),
     )
 }
 

@@ -99,14 +99,14 @@ def test_the_gate_names_the_plan_that_fixes_a_stale_lock(tmp_path):
 
 
 def test_a_lab_that_is_not_up_names_lab_up(tmp_path):
-    """`lab kubeconfig`, `lab outputs`, `lab pulumi`, `lab fleet up` and `join` of a lab that is not up: each names `skyrack lab up ENV`, a
-    command the parser takes, for the same environment file."""
+    """`lab kubeconfig`, `lab outputs`, `lab pulumi`, `lab fleet up`, `lab replace` and `join` of a lab that is
+    not up: each names `skyrack lab up ENV`, a command the parser takes, for the same environment file."""
     import lab_variants as variants
 
     env = variants.make(ROOT / "configs" / "lab.yaml", tmp_path, "skyrackh0", 61)
     for args in (["lab", "kubeconfig", str(env)], ["lab", "outputs", str(env)],
                  ["lab", "pulumi", "--env", str(env), "preview"], ["join", str(env)],
-                 ["lab", "fleet", "up", str(env), "--nodes", "10"]):
+                 ["lab", "fleet", "up", str(env), "--nodes", "10"], ["lab", "replace", "apiserver-0", str(env)]):
         failed = run_cli(*args)
         assert failed.returncode == 1, (args, failed.stdout, failed.stderr)
         found = hints(failed.stdout + failed.stderr)
@@ -136,6 +136,21 @@ def test_a_bridge_with_no_lab_names_lab_list():
     assert run_cli(*hint).returncode == 0
 
 
+def test_a_join_ahead_of_the_control_plane_names_the_upgrade_plan():
+    from skyrack import plan as planmod
+    from skyrack.join import upgrade
+
+    env = ROOT / "configs" / "lab.yaml"
+    target = upgrade.version(planmod.make(env).env.kubernetes.version)
+    with pytest.raises(upgrade.UpgradeRefused) as exc:
+        upgrade.guard(planmod.make(env), (1, target[1] - 1, 0), [], str(env))
+    [hint] = hints(str(exc.value))
+    cmd, params = parse(hint)
+    assert cmd.name == "upgrade" and params["show_plan"] and Path(params["path"]).resolve() == env.resolve()
+    ran = run_cli(*hint)
+    assert ran.returncode == 0 and "1. Control plane" in ran.stdout, ran.stderr
+
+
 # Where each hint in the code is exercised: the module that prints it -> the commands its hints name.
 COVERED = {
     "plan.py": {"plan"},  # test_a_stale_lock_names_the_plan_that_fixes_it
@@ -145,7 +160,8 @@ COVERED = {
     "lab/stacks.py": {"lab up"},  # test_a_lab_that_is_not_up_names_lab_up (lab pulumi)
     "join/driver.py": {"lab up"},  # test_a_lab_that_is_not_up_names_lab_up (join)
     "etcd/cli.py": {"etcd lab-up"},  # test_etcd_of_a_lab_that_is_not_up_names_etcd_lab_up
-    "lab/lifecycle.py": {"lab list"},  # test_a_bridge_with_no_lab_names_lab_list
+    "lab/lifecycle.py": {"lab list", "lab up"},  # test_a_bridge_with_no_lab_names_lab_list; ..._names_lab_up (replace)
+    "join/upgrade.py": {"upgrade"},  # test_a_join_ahead_of_the_control_plane_names_the_upgrade_plan
 }
 # Mentions of a command that are not a command to run as printed, each with why.
 PROSE = {
@@ -154,6 +170,11 @@ PROSE = {
                                           "(docs/azure.md); tests/gitops/test_diff_changes.py checks the message",
     ("gitops/effects.py", "lab up"): "when the lab's nodes take new user-data",
     ("gitops/effects.py", "join"): "when racks take a change (their next rack run)",
+    ("gitops/compare.py", "upgrade"): "a Kubernetes upgrade's review names the command that lists its steps "
+                                      "(tests/core/test_upgrade_plan.py runs it)",
+    ("join/upgrade.py", "join"): "a node an upgrade left cordoned says which join starts it over "
+                                 "(tests/ansible/test_upgrade.py checks the message)",
+    ("upgrades.py", "join"): "the plan's racks step: the command with a placeholder for the outputs file",
     ("gitops/git.py", "diff"): "what `skyrack diff` is for, outside a git repository",
     ("gitops/report_formats.py", "validate"): "a heading of the report",
     ("policies/check.py", "plan"): "a rule's fix, shared by every environment: names the command, not the file",

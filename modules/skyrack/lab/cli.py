@@ -39,6 +39,20 @@ def up(
 
 
 @app.command()
+def replace(
+    member: Annotated[str, typer.Argument(help="The API server to replace (e.g. apiserver-0).")],
+    path: EnvArg = DEFAULT_ENV,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replace one API server as Azure's `pulumi up --replace` does: a new disk, the current user-data; returns when
+    it answers /readyz (one member at a time: an upgrade's control-plane step)."""
+    say = (lambda _m: None) if as_json else (lambda m: err.print(f"[bold]lab[/bold] {m}"))
+    _run(lambda: lifecycle.replace(path, member, say=say), as_json)
+    if as_json:
+        dump_json({"ok": True, "replaced": member})
+
+
+@app.command()
 def status(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
     """Show the lab's hosts (running, SSH answering), bridge, rules and apt proxy."""
     if not running(show(path, as_json)):

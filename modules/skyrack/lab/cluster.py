@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.parse
 from pathlib import Path
 
 from .. import build
@@ -81,6 +82,18 @@ def converge(plan: Plan, env_path: Path, paths: Paths, artifacts: build.Artifact
     stacks.write_outputs(ws, env_path, plan.env.name, outputs_path(paths), kubeconfig_path(paths))
     say(f"control-plane stack {plan.env.name} up (pulumi, state in {ws.backend}); the cluster layer: "
         f"skyrack lab pulumi --env {env_path} up")
+
+
+def member_ready(plan: Plan, paths: Paths, ip: str) -> None:
+    """One API server answers /readyz itself (its own address, not the load balancer's: the member that was
+    just replaced, before the next one is touched). ClusterError after READY_TIMEOUT."""
+    out = outputs(plan, paths)
+    try:
+        readiness.wait_for_apiserver(f"https://{ip}:{urllib.parse.urlsplit(plan.apiserver_endpoint).port}", out["ca_cert_pem"],
+                                     out["admin_kubeconfig"], timeout_s=READY_TIMEOUT, interval_s=3,
+                                     log=lambda _m: None)
+    except readiness.NotReady as exc:
+        raise ClusterError(str(exc)) from None
 
 
 def node_status(plan: Plan, paths: Paths, artifacts: build.Artifacts) -> list[dict]:

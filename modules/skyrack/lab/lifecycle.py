@@ -203,6 +203,44 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     return st
 
 
+def replace(env_path: Path, name: str, say: Say = print) -> None:
+    """The lab's `pulumi up --replace` of one API server (docs/azure.md: a member is rolled by replacing it): its
+    node is stopped and its disk removed, and a new one boots with the environment's current user-data (a new
+    Kubernetes version: `kubeadm init` of that version against the cluster's etcd), then this member must answer
+    /readyz and the control plane be healthy before it returns. Every other host is left as it is. The site's
+    mirrors first serve the current build (and keep serving the ones before: the other nodes still use theirs)."""
+    lab = open_lab(env_path)
+    members = [m.name for m in lab.plan.members_of("apiserver")]
+    if name not in members:
+        raise InputError([Problem(str(env_path), "control_plane.apiservers",
+                                  f"{name!r} is not an API server of this lab (API servers: {', '.join(members)}); "
+                                  "etcd members keep their data and are not replaced by an upgrade")])
+    st = load(lab.paths)
+    if st is None or name not in st.hosts:
+        raise InputError([Problem(str(env_path), "lab", f"the lab is not up: run `skyrack lab up {env_path}` first")])
+    check_host(kubernetes=lab.kubernetes is not None, kubelets=lab.kubernetes is not None)
+    arts = _build(lab, say)
+    img = image.ensure(lab.cfg.suite, lab.paths.log_dir / "image.log", say)
+    _start_site(lab, st, arts, say)
+    seeds = controlplane.user_data(lab.plan, controlplane.ensure_pki(lab.plan, lab.paths), lab.plan.env.mirrors.kubernetes)
+    say(f"replacing {name}: stopped, its disk removed, booted with the current user-data")
+    nodes.stop(lab.paths, st.hosts[name], lab.cfg.bridge)
+    nodes.remove(lab.paths, name)
+    del st.hosts[name]
+    save(lab.paths, st)
+    want = next(h for h in lab.hosts() if h.name == name)
+    _boot(lab, st, img.rootfs, want, seeds.get(name), ssh.ensure_key(lab.paths), [])
+    ssh.write(lab.paths, list(st.hosts.values()), {n: nodes.host_keys(nodes.merged(lab.paths, n)) for n in st.hosts})
+    save(lab.paths, st)
+    wait_ready(lab, [want], APISERVER_TIMEOUT, rerun=lab.kubernetes is not None)
+    if arts is not None:
+        rerun_bootstrap(lab, want, say)
+        member = next(m for m in lab.plan.members_of("apiserver") if m.name == name)
+        cluster.member_ready(lab.plan, lab.paths, member.ip)
+        cluster.converge(lab.plan, env_path, lab.paths, arts, say)
+    say(f"{name} replaced")
+
+
 def _build(lab: Lab, say: Say) -> build.Artifacts | None:
     if lab.kubernetes is None:
         return None
@@ -223,7 +261,11 @@ def artifacts(lab: Lab) -> build.Artifacts:
 
 def _start_site(lab: Lab, st: LabState, artifacts: build.Artifacts | None, say: Say) -> None:
     """The site's mirrors on the lab host: the apt proxy (and the Kubernetes repository), the registry."""
-    served = {} if artifacts is None else {build.debs.repo_path(artifacts.build): artifacts.apt_repo}
+    # the current build's repository, and the ones served before (a node not yet upgraded still reads its own,
+    # as a real site's mirror keeps every minor)
+    served = {} if artifacts is None else {
+        **{k: Path(v) for k, v in (st.proxy_serves or {}).items() if Path(v).is_dir()},
+        build.debs.repo_path(artifacts.build): artifacts.apt_repo}
     if st.proxy_pid and site.proxy_alive(st.proxy_pid) and st.proxy_serves != {k: str(v) for k, v in served.items()}:
         daemon.stop(st.proxy_pid, site.PROXY_MARKER)  # serving another build: restart it
     try:

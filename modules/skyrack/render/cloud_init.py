@@ -28,7 +28,7 @@ import yaml
 from .. import tuning
 from ..config.schema import ExecutionNode
 from ..plan import DISRUPTION_EXEMPT_LABEL, ENV_LABEL, POOL_LABEL, Member, Plan, PoolPlan
-from ..scheduler import RUNTIME_CONFIG, feature_gates, scheduler_config_yaml
+from ..scheduler import gangs, scheduler_config_yaml
 from . import render
 
 if TYPE_CHECKING:
@@ -268,8 +268,8 @@ def wan_guard_script(member: Member) -> str:
 
 def _cluster_context(plan: Plan) -> dict:
     return {"etcd_endpoints": etcd_endpoints(plan), "events_override": events_servers_override(plan),
-            "scheduler_config_path": SCHEDULER_CONFIG, "feature_gates": feature_gates(),
-            "runtime_config": RUNTIME_CONFIG, "load": plan.tuning,
+            "scheduler_config_path": SCHEDULER_CONFIG, "feature_gates": gangs(plan.env.kubernetes.version).feature_gates,
+            "runtime_config": gangs(plan.env.kubernetes.version).runtime_config, "load": plan.tuning,
             "audit_policy_path": tuning.AUDIT_POLICY_PATH, "audit_log_dir": tuning.AUDIT_LOG_DIR}
 
 
