@@ -34,6 +34,7 @@ class Steps:
     racks: list[RackStep]
     read_cluster: bool
     refused: str = ""  # what the join would refuse (the guards), with what to run first
+    lab: bool = False  # a lab environment: its API servers are replaced by `skyrack lab replace`
     skew: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,7 +68,7 @@ def steps(p: planmod.Plan, nodes: list[dict[str, Any]] | None = None,
         out.append(RackStep(rack, when, upgrade.batches(behind, p.env.join.upgrade_serial), current))
     return Steps(p.env.name, target, upgrade.show(api_version) if api_version else None,
                  [m.name for m in p.members_of("apiserver")], out, nodes is not None, refused,
-                 found.skew if found else [])
+                 lab=p.env.lab is not None, skew=found.skew if found else [])
 
 
 def short(batch: list[str]) -> str:
@@ -81,7 +82,9 @@ def lines(s: Steps, env_ref: str) -> list[str]:
     out = [f"Upgrade of {s.env} to Kubernetes {s.target} (the control plane {cp}); nothing is changed by this plan.",
            "1. Control plane, one API server at a time: " + " → ".join(s.apiservers)
            + ": each replaced with the user-data of the new version; the next only when it answers /readyz and "
-             "etcd is healthy (docs/azure.md, \"Changing a running member, replacing one\")."]
+             "etcd is healthy ("
+           + (f"`skyrack lab replace <member> {env_ref}` each" if s.lab else
+              "docs/azure.md, \"Changing a running member, replacing one\"") + ")."]
     if s.control_plane == s.target:
         out[-1] += " Done: the API server runs it."
     out.append("2. Cluster layer: `pulumi up` of stacks/cluster (kubeadm-config, kubelet-config, kube-proxy, "

@@ -174,6 +174,8 @@ PROSE = {
                                       "(tests/core/test_upgrade_plan.py runs it)",
     ("join/upgrade.py", "join"): "a node an upgrade left cordoned says which join starts it over "
                                  "(tests/ansible/test_upgrade.py checks the message)",
+    ("upgrades.py", "lab replace"): "the lab's control-plane step, with a placeholder for the member "
+                                    "(bench/upgrade.py runs it per member)",
     ("upgrades.py", "join"): "the plan's racks step: the command with a placeholder for the outputs file",
     ("gitops/git.py", "diff"): "what `skyrack diff` is for, outside a git repository",
     ("gitops/report_formats.py", "validate"): "a heading of the report",
