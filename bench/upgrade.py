@@ -115,7 +115,9 @@ def workload(env: Path, replicas: int) -> None:
     labels = {"app": APP}
     pause = yaml.safe_load((ROOT / "configs" / "lab.yaml").read_text())["cluster"]["versions"]["pause"]
     pod = {"metadata": {"labels": labels}, "spec": {
-        "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+        # the racks' team taint only: a pod that tolerates every NoSchedule taint tolerates the cordon's too and is
+        # put straight back on the node being drained
+        "tolerations": [{"key": planmod.TEAM_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": planmod.RACK_LABEL, "operator": "Exists"}]}]}}},
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
