@@ -11,6 +11,9 @@ cached per recipe under /var/cache/skyrack/build/):
   `skyrack.upstream.PULUMI` names and points its relative replaces (`../../..`) at that commit's
   release. Beside it goes `pulumi-language-python-exec`, the script in the sdk/v3 module zip of
   the Python SDK's own release.
+* **pulumi-resource-pulumi-python**: the host of Python dynamic providers (skyrack's PKI provider in the
+  Azure stack is one), the script upstream's release ships beside the language host, from the same
+  sdk/v3 module zip.
 * **pulumi-resource-kubernetes**: a writable copy of the provider module; its embedded schema is
   generated (upstream's `generate.go`, with `VERSION`) before the build, since the module zip does
   not carry it. It builds against the pkg/sdk releases of its own go.mod: its code does not
@@ -44,7 +47,7 @@ TAGS = "osusergo"  # as upstream's release builds (the provider too: the same ta
 
 @dataclass(frozen=True)
 class Engine:
-    """Where the built engine is: one bin/ directory per component, all three on PATH together."""
+    """Where the built engine is: one bin/ directory per component, all on PATH together."""
 
     build: PulumiBuild
     dirs: tuple[Path, ...]
@@ -142,11 +145,27 @@ def language_python(b: PulumiBuild, say: Say) -> Path:
                       f"-s -w -X {SDK}/go/common/version.Version={release}", "-o",
                       str(out / "bin/pulumi-language-python"), LANGUAGE_PYTHON], src, entry, log, say, env=env)
             shutil.rmtree(src)
-            sdk = _download(f"{SDK}@{b.tag}", entry, log)  # the exec script of the Python SDK's own release
-            script = out / "bin/pulumi-language-python-exec"
-            shutil.copyfile(Path(sdk["Dir"]) / "python/cmd/pulumi-language-python-exec", script)
-            script.chmod(0o755)
+            _sdk_script(b, "python/cmd/pulumi-language-python-exec", out / "bin", entry, log)
     return ensure(entry, build, say)
+
+
+def dynamic_provider(b: PulumiBuild, say: Say) -> Path:
+    """`pulumi-resource-pulumi-python`: a script (it runs `python -m pulumi.dynamic`), nothing to compile."""
+    entry = _entry("pulumi-resource-pulumi-python", b.tag, b)
+
+    def build(out: Path) -> None:
+        with entry.log().open("w") as log:
+            _sdk_script(b, "python/dist/pulumi-resource-pulumi-python", out / "bin", entry, log)
+    return ensure(entry, build, say)
+
+
+def _sdk_script(b: PulumiBuild, path: str, bin_dir: Path, entry: Entry, log) -> None:
+    """Copy a script of the Python SDK's own release (the sdk/v3 module zip at its tag) into bin_dir."""
+    sdk = _download(f"{SDK}@{b.tag}", entry, log)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / Path(path).name
+    shutil.copyfile(Path(sdk["Dir"]) / path, script)
+    script.chmod(0o755)
 
 
 def kubernetes_provider(b: PulumiBuild, say: Say) -> Path:
@@ -184,6 +203,7 @@ def _generate(program: Path, cwd: Path, version: str, entry: Entry, log) -> None
 
 
 def engine(b: PulumiBuild, say: Say) -> Engine:
-    """Build (or find in the cache) the CLI, the language host and the provider."""
+    """Build (or find in the cache) the CLI, the language host, the dynamic-provider host and the provider."""
     go.require_go()
-    return Engine(b, (cli(b, say) / "bin", language_python(b, say) / "bin", kubernetes_provider(b, say) / "bin"))
+    return Engine(b, (cli(b, say) / "bin", language_python(b, say) / "bin", dynamic_provider(b, say) / "bin",
+                      kubernetes_provider(b, say) / "bin"))
