@@ -62,6 +62,19 @@ def test_a_node_more_than_one_minor_behind_is_refused_naming_it(lab: planmod.Pla
         upgrade.guard(lab, target, [node("r01-n01", upgrade.show(target)), node("r01-n02", two_behind)], "lab.yaml")
 
 
+def test_a_plan_older_than_a_planned_node_is_a_downgrade_refused_naming_it(lab: planmod.Plan):
+    target = upgrade.version(lab.env.kubernetes.version)
+    newer = upgrade.show((1, target[1], target[2] + 1))
+    with pytest.raises(upgrade.UpgradeRefused, match=rf"r02-n01 runs {newer}\): a downgrade"):
+        upgrade.guard(lab, (1, target[1], target[2] + 1),
+                      [node("r01-n01", upgrade.show(target)), node("r02-n01", newer)], "lab.yaml")
+    # a node that is not the plan's may run anything: it is only reported as skew
+    next_minor = upgrade.show((1, target[1] + 1, 0))
+    found = upgrade.guard(lab, target, [node("gone-n09", next_minor)], "lab.yaml")
+    assert found.behind == {} and found.skew == [f"gone-n09: kubelet {next_minor} is newer than the API server "
+                                                 f"({upgrade.show(target)})"]
+
+
 def test_nodes_behind_and_nodes_an_upgrade_left_cordoned_are_found_and_skew_is_reported(lab: planmod.Plan):
     target = upgrade.version(lab.env.kubernetes.version)
     cur, prev = upgrade.show(target), upgrade.show((1, target[1] - 1, 3))

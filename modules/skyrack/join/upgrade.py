@@ -101,7 +101,7 @@ def guard(p: planmod.Plan, api_version: Version, nodes: list[dict[str, Any]], en
             f"the plan gives the racks Kubernetes {show(target)} and the control plane runs {show(api_version)}: "
             f"racks are never upgraded ahead of the control plane. Upgrade the API servers first "
             f"(`skyrack upgrade {env_ref} --plan` lists the steps), then run this join again")
-    skipped = []
+    skipped, ahead = [], []
     for node in nodes:
         name, kv = node_name(node), kubelet_version(node)
         if kv is None:
@@ -114,12 +114,18 @@ def guard(p: planmod.Plan, api_version: Version, nodes: list[dict[str, Any]], en
         if name not in planned:
             continue
         annotated = UPGRADING in ((node.get("metadata") or {}).get("annotations") or {})
-        if kv < target:
+        if kv > target:
+            ahead.append(f"{name} runs {show(kv)}")
+        elif kv < target:
             if target[1] - kv[1] > 1:
                 skipped.append(f"{name} runs {show(kv)}")
             found.behind[name] = show(kv)
         elif annotated:
             found.behind[name] = f"{show(kv)}, its upgrade not finished"
+    if ahead:
+        raise UpgradeRefused(
+            f"the plan's Kubernetes {show(target)} is older than what these nodes run ({'; '.join(ahead)}): a "
+            f"downgrade, which kubeadm does not support. Set kubernetes.version back to what the cluster runs")
     if skipped:
         raise UpgradeRefused(
             f"the plan's Kubernetes {show(target)} is more than one minor above what these nodes run "
