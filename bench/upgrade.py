@@ -172,7 +172,9 @@ def main() -> int:
         write_env(args.dir, new)
         plan = skyrack("upgrade", str(env), "--plan", "--outputs", outputs).stdout
         say("the plan:\n" + plan)
-        apiservers = json.loads(skyrack("upgrade", str(env), "--plan", "--json").stdout)["apiservers"]
+        # with the cluster read: the members whose Node is behind (all of them here)
+        planned = skyrack("upgrade", str(env), "--plan", "--json", "--outputs", outputs).stdout
+        apiservers = json.loads(planned)["apiservers"]
         for member in apiservers:
             step(f"replace {member}", "lab", "replace", member, str(env))
         step("cluster layer at the new version", "lab", "pulumi", "--env", str(env), "up", "--yes")

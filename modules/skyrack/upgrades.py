@@ -4,7 +4,9 @@ The order is the one `skyrack diff` promises a reviewer: the control plane first
 then the cluster layer; then the racks, in the join's order (the canary rack alone, then `join.parallel` at
 once), each rack's nodes that are behind drained, upgraded and uncordoned in batches of
 `join.upgrade_serial` (skyrack.join.upgrade). With the control plane's outputs the steps are the cluster's:
-the API server's version, and only the Nodes whose kubelet is behind; without them, every planned node.
+the API server's version, only the API servers whose own Node (each registers one) runs an older kubelet,
+and only the rack Nodes behind; without them, every member and every planned node. So an upgrade stopped
+at any step is resumed by planning again: what is done is said to be done, and the next step is first.
 Nothing is changed: the plan reads the cluster at most.
 """
 
@@ -30,12 +32,13 @@ class Steps:
     env: str
     target: str
     control_plane: str | None  # the API server's version, when the cluster was read
-    apiservers: list[str]
+    apiservers: list[str]  # to replace, in order (every member when the cluster was not read)
     racks: list[RackStep]
     read_cluster: bool
     refused: str = ""  # what the join would refuse (the guards), with what to run first
     lab: bool = False  # a lab environment: its API servers are replaced by `skyrack lab replace`
     skew: list[str] = field(default_factory=list)
+    apiservers_done: list[str] = field(default_factory=list)  # members whose Node runs the target already
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,7 +58,9 @@ def steps(p: planmod.Plan, nodes: list[dict[str, Any]] | None = None,
     racks: dict[str, list[str]] = {}
     for n in p.nodes:
         racks.setdefault(n.rack, []).append(n.name)
-    known = {(n.get("metadata") or {}).get("name") for n in nodes or []}
+    known = {upgrade.node_name(n): upgrade.kubelet_version(n) for n in nodes or []}
+    members = [m.name for m in p.members_of("apiserver")]
+    done = [m for m in members if (known.get(m) or (0,)) >= upgrade.version(target)] if nodes is not None else []
     out = []
     for i, (rack, names) in enumerate(racks.items()):
         if found is not None:
@@ -67,8 +72,8 @@ def steps(p: planmod.Plan, nodes: list[dict[str, Any]] | None = None,
             f"{'after the canary, ' if p.env.join.canary else ''}up to {p.env.join.parallel} rack(s) at once"
         out.append(RackStep(rack, when, upgrade.batches(behind, p.env.join.upgrade_serial), current))
     return Steps(p.env.name, target, upgrade.show(api_version) if api_version else None,
-                 [m.name for m in p.members_of("apiserver")], out, nodes is not None, refused,
-                 lab=p.env.lab is not None, skew=found.skew if found else [])
+                 [m for m in members if m not in done], out, nodes is not None, refused,
+                 lab=p.env.lab is not None, skew=found.skew if found else [], apiservers_done=done)
 
 
 def short(batch: list[str]) -> str:
@@ -79,14 +84,16 @@ def short(batch: list[str]) -> str:
 def lines(s: Steps, env_ref: str) -> list[str]:
     """The steps as the command prints them (plain text; the caller escapes for the terminal)."""
     cp = f"runs {s.control_plane}" if s.control_plane else "not read (give --outputs to read the cluster)"
-    out = [f"Upgrade of {s.env} to Kubernetes {s.target} (the control plane {cp}); nothing is changed by this plan.",
-           "1. Control plane, one API server at a time: " + " → ".join(s.apiservers)
-           + ": each replaced with the user-data of the new version; the next only when it answers /readyz and "
-             "etcd is healthy ("
-           + (f"`skyrack lab replace <member> {env_ref}` each" if s.lab else
-              "docs/azure.md, \"Changing a running member, replacing one\"") + ")."]
-    if s.control_plane == s.target:
-        out[-1] += " Done: the API server runs it."
+    out = [f"Upgrade of {s.env} to Kubernetes {s.target} (the control plane {cp}); nothing is changed by this plan."]
+    done = f" ({', '.join(s.apiservers_done)}: at {s.target} already)" if s.apiservers_done else ""
+    if s.apiservers:
+        out.append("1. Control plane, one API server at a time: " + " → ".join(s.apiservers)
+                   + ": each replaced with the user-data of the new version; the next only when it answers /readyz "
+                     "and etcd is healthy ("
+                   + (f"`skyrack lab replace <member> {env_ref}` each" if s.lab else
+                      "docs/azure.md, \"Changing a running member, replacing one\"") + ")" + done + ".")
+    else:
+        out.append(f"1. Control plane: done, every API server's Node runs {s.target}{done}.")
     out.append("2. Cluster layer: `pulumi up` of stacks/cluster (kubeadm-config, kubelet-config, kube-proxy, "
                "CoreDNS, the scheduler).")
     out.append(f"3. Racks: `skyrack join {env_ref} --outputs <control-plane outputs>`; per batch: cordon, drain "

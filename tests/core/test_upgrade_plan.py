@@ -49,6 +49,23 @@ def test_with_the_cluster_only_the_nodes_behind_are_batched_and_a_refusal_is_sai
     assert "The join would refuse now:" in upgrades.lines(behind_cp, "configs/lab.yaml")[-1]
 
 
+def test_api_servers_whose_node_runs_the_target_are_done_so_a_stopped_upgrade_resumes_at_the_next():
+    p = planmod.make(ROOT / "configs" / "prod.yaml")
+    target = p.env.kubernetes.version
+    prev = upgrade.show((1, upgrade.version(target)[1] - 1, 5))
+    members = [m.name for m in p.members_of("apiserver")]
+    nodes = [kubelet(members[0], target), kubelet(members[1], target), kubelet(members[2], prev)]  # 3, 4: no Node
+    s = upgrades.steps(p, nodes, upgrade.version(target))
+    assert s.apiservers_done == members[:2] and s.apiservers == members[2:]
+    line = upgrades.lines(s, "configs/prod.yaml")[1]
+    assert line.startswith(f"1. Control plane, one API server at a time: {members[2]} → {members[3]}")
+    assert line.endswith(f"({members[0]}, {members[1]}: at {target} already).")
+    every = upgrades.steps(p, [kubelet(m, target) for m in members], upgrade.version(target))
+    assert every.apiservers == [] and upgrades.lines(every, "configs/prod.yaml")[1].startswith(
+        f"1. Control plane: done, every API server's Node runs {target}")
+    assert upgrades.steps(p).apiservers == members  # not read: every member
+
+
 def test_the_command_plans_as_text_and_json_and_refuses_without_plan():
     runner = CliRunner()
     r = runner.invoke(app, ["upgrade", "configs/lab.yaml", "--plan", "--json"])
