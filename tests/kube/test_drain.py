@@ -180,3 +180,50 @@ def test_replacements_of_an_evicted_gang_elsewhere_are_left_alone():
     drain.drain(call, ["n1"], drain.DrainOptions(), log=lambda _: None, clock=Clock(), sleep=lambda _: None)
     assert sorted(api.evictions) == ["team/w0", "team/w1"]
     assert "team/w9" in api.pods
+
+
+@pytest.mark.parametrize("toleration", [
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Equal"},
+    {"operator": "Exists"},
+])
+def test_a_controller_whose_pods_tolerate_the_cordon_is_named_and_the_deadline_says_why(toleration):
+    """Its replacement is scheduled back onto the cordoned node after each eviction: the drain cannot end,
+    and says so once while it tries and in its error, instead of a list of ever-new pod names."""
+    def web(i: int) -> dict:
+        p = pod(f"web-{i}", "n1", owner="ReplicaSet")
+        p["metadata"]["ownerReferences"][0]["name"] = "web"
+        p["spec"]["tolerations"] = [toleration]
+        return p
+
+    api = FakeApi([web(0)])
+    real, made = api.__call__, [0]
+
+    def call(method: str, path: str, body: dict | None = None, *, patch: bool = False) -> dict:
+        answer = real(method, path, body, patch=patch)
+        if method == "POST" and not (body or {}).get("deleteOptions"):
+            made[0] += 1
+            api.pods[f"team/web-{made[0]}"] = web(made[0])  # the ReplicaSet's replacement, on the same node
+        return answer
+
+    clock, said = Clock(), []
+    with pytest.raises(drain.DrainError, match=r"team/ReplicaSet/web tolerate\(s\) the cordon .*drop that toleration"):
+        drain.drain(call, ["n1"], drain.DrainOptions(timeout_s=60, interval_s=5), log=said.append, clock=clock,
+                    sleep=clock.sleep)
+    assert made[0] > 3  # evicted again and again
+    assert [line for line in said if "tolerate the cordon" in line] == [
+        "team/ReplicaSet/web: its pods tolerate the cordon (node.kubernetes.io/unschedulable), so a replacement "
+        "may be scheduled back onto n1 and be evicted again"]
+
+
+@pytest.mark.parametrize("toleration", [
+    {"key": "skyrack.io/team", "operator": "Exists", "effect": "NoSchedule"},
+    {"operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Equal", "value": "x"},
+])
+def test_tolerations_that_do_not_cover_the_cordon_are_not_named(toleration):
+    p = pod("web", "n1")
+    p["spec"]["tolerations"] = [toleration]
+    assert not drain.tolerates_cordon(p)
+    report, said = run(FakeApi([p]), ["n1"])
+    assert report.evicted == ["team/web"] and not any("cordon (" in line for line in said)

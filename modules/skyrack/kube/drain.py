@@ -10,6 +10,10 @@
   training job that hangs until its timeout. A gang with any pod on a drained node is first given
   ``gang_wait_s`` to finish by itself; then every pod of it, on any node, is evicted together,
   and only when a dry run says the budgets allow all of them (all or none).
+* **Pods that tolerate the cordon** (a toleration of ``node.kubernetes.io/unschedulable``, or a
+  blanket ``operator: Exists``) are evicted like the others, but their controller's replacement may
+  be scheduled straight back onto the cordoned node; the drain names each such controller once
+  and, at the deadline, says that this is why it could not finish.
 * **Done** when no pod that counts is left on the nodes (evicted pods are gone, not just
   terminating), or DrainError at the deadline naming what is left and why.
 
@@ -32,6 +36,7 @@ Pod = dict[str, Any]
 Gang = tuple[str, str]  # (namespace, pod group)
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CORDON_TAINT = "node.kubernetes.io/unschedulable"  # what the scheduler checks spec.unschedulable against
 
 
 class DrainError(Exception):
@@ -70,6 +75,27 @@ def counts(pod: Pod) -> bool:
     if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in meta.get("ownerReferences") or []):
         return False
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def tolerates_cordon(pod: Pod) -> bool:
+    """Whether the scheduler may place this pod on a cordoned node (its NodeUnschedulable plugin treats
+    spec.unschedulable as the NoSchedule taint CORDON_TAINT)."""
+    for t in (pod.get("spec") or {}).get("tolerations") or []:
+        if t.get("effect") not in (None, "", "NoSchedule"):
+            continue
+        key, op = t.get("key") or "", t.get("operator") or "Equal"
+        if (not key and op == "Exists") or (key == CORDON_TAINT and (op == "Exists" or not t.get("value"))):
+            return True
+    return False
+
+
+def controller(pod: Pod) -> str:
+    """namespace/Kind/name of the pod's controller, or the pod itself when it has none."""
+    meta = pod.get("metadata", {})
+    for o in meta.get("ownerReferences") or []:
+        if o.get("controller"):
+            return f"{meta.get('namespace', '')}/{o.get('kind')}/{o.get('name')}"
+    return name(pod)
 
 
 def cordon(call: Call, node: str, unschedulable: bool = True) -> None:
@@ -119,6 +145,7 @@ def drain(call: Call, nodes: list[str], opts: DrainOptions | None = None, *, log
     log(f"cordoned {', '.join(nodes)}")
     refused: dict[str, str] = {}  # pod or gang -> why it is still there (logged when it changes)
     waiting_gangs: set[Gang] = set()
+    returning: set[str] = set()  # controllers whose pods tolerate the cordon (named once)
     while True:
         left = [p for node in nodes for p in pods_on(call, node)]
         if not left:
@@ -128,6 +155,10 @@ def drain(call: Call, nodes: list[str], opts: DrainOptions | None = None, *, log
         # a gang is evicted for its pods still running here, not for its replacements elsewhere
         gangs = sorted({g for p in left if (g := gang_of(p)) and not p["metadata"].get("deletionTimestamp")})
         for pod in left:
+            if tolerates_cordon(pod) and (owner := controller(pod)) not in returning:
+                returning.add(owner)
+                log(f"{owner}: its pods tolerate the cordon ({CORDON_TAINT}), so a replacement may be "
+                    f"scheduled back onto {', '.join(nodes)} and be evicted again")
             if gang_of(pod) or pod["metadata"].get("deletionTimestamp"):
                 continue
             refusal = evict(call, pod)
@@ -162,6 +193,9 @@ def drain(call: Call, nodes: list[str], opts: DrainOptions | None = None, *, log
             shown = ", ".join(f"{what} ({reason})" if reason else what
                               for what, reason in [*why.items(), *((name(p), "") for p in left if name(p) not in why)]
                               [:5])
+            back = sorted({controller(p) for p in left if tolerates_cordon(p)})
+            hint = (f"; {', '.join(back)} tolerate(s) the cordon ({CORDON_TAINT}) and keep coming back: drop "
+                    f"that toleration, or scale the controller down for the drain" if back else "")
             raise DrainError(f"{', '.join(nodes)} not drained after {opts.timeout_s:.0f} s: {len(left)} pod(s) left: "
-                             f"{shown}")
+                             f"{shown}{hint}")
         sleep(opts.interval_s)
