@@ -105,32 +105,52 @@ def open_lab(env_path: Path) -> Lab:
     return lab
 
 
-def check_host(kubernetes: bool = False, kubelets: bool | None = None) -> None:
+def check_host(kubernetes: bool = False, kubelets: bool | None = None, booting: Collection[str] = ()) -> None:
     """Root and the tools the lab (and, with `kubernetes`, its build) needs; the disk where kubelets will run
-    (`kubelets`, by default wherever Kubernetes is)."""
+    (`kubelets`, by default wherever Kubernetes is), with room for hosts that have no disk yet (their roles:
+    `booting`)."""
     if os.geteuid() != 0:
         raise LabError("the lab needs root (network namespaces, mounts, iptables); run it as root")
     missing = [t for t in TOOLS + (KUBERNETES_TOOLS if kubernetes else ()) if shutil.which(t) is None]
     if missing:
         raise LabError(f"missing on this host: {', '.join(missing)}; `./dev setup` installs them")
     if kubernetes if kubelets is None else kubelets:
-        check_disk(STATE_ROOT)
+        check_disk(STATE_ROOT, host_bytes(booting), len(booting))
 
 
-# kubelet's default hard eviction threshold for the image filesystem (imagefs.available<15%), plus a margin
-# for what a lab writes. The lab's nodes keep their images and containers on this host's disk, so below it
-# every kubelet reports DiskPressure and evicts pods: refused up front, with what to do.
-MIN_FREE_SHARE = 0.18
+# kubelet's hard eviction threshold for the image filesystem (imagefs.available<15%, skyrack.tuning), plus a
+# margin. The lab's nodes keep their images and containers on this host's disk, so below it every kubelet
+# reports DiskPressure and evicts pods.
+MIN_FREE_SHARE = 0.16
+# What one new host writes to that disk (its packages, images, containers, logs), with room to grow: measured
+# on the lab of configs/lab.yaml in a test run (docs/lab.md, "Disk": an API server 1.3 GiB, a worker up to
+# 1.0 GiB, an etcd member 0.3 GiB, an execution node 11 MiB).
+KUBELET_HOST_BYTES = 2 * 2**30
+HOST_BYTES = 2**29  # an etcd member, an execution node
 
 
-def check_disk(path: Path) -> None:
+def host_bytes(roles: Collection[str]) -> int:
+    """What booting hosts of these roles will write to the lab's disk."""
+    return sum(KUBELET_HOST_BYTES if r in ("apiserver", "worker") else HOST_BYTES for r in roles)
+
+
+def check_disk(path: Path, need: int = 0, booting: int = 0) -> None:
+    """Refuse to boot `booting` new hosts that will write `need` bytes when that would leave less than
+    MIN_FREE_SHARE of the disk free. A host that already has its disk (a node restarted) needs no new room,
+    only the threshold: a test that stops a node and starts it again is not refused for what the lab holds."""
     path.mkdir(parents=True, exist_ok=True)
     st = os.statvfs(path)
-    free = st.f_bavail / st.f_blocks if st.f_blocks else 1.0
-    if free < MIN_FREE_SHARE:
-        raise LabError(f"{path}: {free:.0%} of its filesystem is free; the lab's kubelets share this disk and "
-                       f"evict pods below 15% (kubelet's imagefs.available): free space first (the Go build cache "
-                       f"is often the largest: GOCACHE=/var/cache/skyrack/go/build go clean -cache)")
+    if not st.f_blocks:
+        return
+    total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    if free - need < MIN_FREE_SHARE * total:
+        gib = 2**30
+        adding = f"; {booting} new host(s) write about {need / gib:.0f} GiB" if booting else ""
+        raise LabError(f"{path}: {free / gib:.0f} GiB ({free / total:.0%}) of its filesystem is free{adding}, and "
+                       f"the lab's kubelets share this disk and evict pods below 15% free (kubelet's "
+                       f"imagefs.available): free at least {(MIN_FREE_SHARE * total + need - free) / gib:.0f} GiB "
+                       f"first (the Go build cache is often the largest: GOCACHE=/var/cache/skyrack/go/build "
+                       f"go clean -cache)")
 
 
 def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = print,
@@ -148,11 +168,14 @@ def up(env_path: Path, user_data: Mapping[str, str] | None = None, say: Say = pr
     if unknown:
         raise InputError([Problem(str(env_path), "", f"cloud-init user-data for hosts not in this lab: "
                                                      f"{', '.join(unknown)}")])
+    cfg, paths = lab.cfg, lab.paths
+    before = load(paths)
+    new = [h for h in lab.hosts() if (roles is None or h.role in roles) and not (before and h.name in before.hosts)]
     # the kubelets' disk: only where kubelets boot (not `etcd lab-up`'s members)
     check_host(kubernetes=lab.kubernetes is not None,
-               kubelets=lab.kubernetes is not None and (roles is None or bool({"apiserver", "worker"} & set(roles))))
-    cfg, paths = lab.cfg, lab.paths
-    st = load(paths) or LabState(env=lab.plan.env.name, source=str(env_path.resolve()), bridge=cfg.bridge,
+               kubelets=lab.kubernetes is not None and (roles is None or bool({"apiserver", "worker"} & set(roles))),
+               booting=[h.role for h in new])
+    st = before or LabState(env=lab.plan.env.name, source=str(env_path.resolve()), bridge=cfg.bridge,
                                  subnet=str(cfg.subnet), host_ip=str(cfg.host_ip))
     st.env, st.source = lab.plan.env.name, str(env_path.resolve())
     paths.log_dir.mkdir(parents=True, exist_ok=True)
@@ -218,6 +241,7 @@ def replace(env_path: Path, name: str, say: Say = print) -> None:
     st = load(lab.paths)
     if st is None or name not in st.hosts:
         raise InputError([Problem(str(env_path), "lab", f"the lab is not up: run `skyrack lab up {env_path}` first")])
+    # the new disk takes the place of the old one, removed first: the threshold alone
     check_host(kubernetes=lab.kubernetes is not None, kubelets=lab.kubernetes is not None)
     arts = _build(lab, say)
     img = image.ensure(lab.cfg.suite, lab.paths.log_dir / "image.log", say)
