@@ -36,6 +36,7 @@ ROLES = ("apiserver", "etcd", "etcd-events")
 # pool's (render.cloud_init), and the cluster layer selects and tolerates by them (kube.labels): one spelling.
 ENV_LABEL = "skyrack.io/env"
 RACK_LABEL = "skyrack.io/rack"
+SEGMENT_LABEL = "skyrack.io/segment"  # the rack's L2 segment (`racks[].segment`, else the rack's own name)
 TEAM_LABEL = "skyrack.io/team"
 POOL_LABEL = "skyrack.io/pool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -296,7 +297,8 @@ def verify_lock(env: config.Environment, lock: dict, label: str) -> None:
 
 
 def node_labels(env: config.Environment, rack: config.Rack) -> dict[str, str]:
-    labels = {ENV_LABEL: env.name, RACK_LABEL: rack.name, ZONE_LABEL: f"onprem-{rack.name}"}
+    labels = {ENV_LABEL: env.name, RACK_LABEL: rack.name, SEGMENT_LABEL: rack.l2_segment,
+              ZONE_LABEL: f"onprem-{rack.name}"}
     if rack.team:
         labels[TEAM_LABEL] = rack.team
     if rack.gpu and rack.gpu.count:

@@ -150,14 +150,20 @@ def test_a_node_moved_to_another_team_gets_the_plans_labels_and_taints_and_keeps
     data["racks"][1]["team"] = "vision"  # r02 moves to vision
     lab_copy.write_text(yaml.safe_dump(data, sort_keys=False))
     p = planmod.make(lab_copy)
-    old = {planmod.ENV_LABEL: "lab", planmod.RACK_LABEL: "r02", planmod.TEAM_LABEL: "robotics",
-           planmod.ZONE_LABEL: "onprem-r02", "kubernetes.io/hostname": "r02-n01"}
+    old = {planmod.ENV_LABEL: "lab", planmod.RACK_LABEL: "r02", planmod.SEGMENT_LABEL: "lab",
+           planmod.TEAM_LABEL: "robotics", planmod.ZONE_LABEL: "onprem-r02", "kubernetes.io/hostname": "r02-n01"}
     not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
     team = {"key": planmod.TEAM_TAINT_KEY, "value": "robotics", "effect": "NoSchedule"}
     patches = node_objects.patches(p, [registered("r02-n01", old, [not_ready, team])])
     assert patches == {"r02-n01": {
         "metadata": {"labels": {planmod.TEAM_LABEL: "vision"}},
         "spec": {"taints": [not_ready, {"key": planmod.TEAM_TAINT_KEY, "value": "vision", "effect": "NoSchedule"}]}}}
+
+    # a Node registered before nodes carried their L2 segment gets it (a job's `topology: segment` needs it)
+    older = {k: v for k, v in old.items() if k != planmod.SEGMENT_LABEL}
+    patches = node_objects.patches(p, [registered("r02-n01", {**older, planmod.TEAM_LABEL: "vision"},
+                                                  [not_ready, {**team, "value": "vision"}])])
+    assert patches == {"r02-n01": {"metadata": {"labels": {planmod.SEGMENT_LABEL: "lab"}}}}
 
     # a Node already as planned is not written to; one the plan does not hold is not this step's
     as_planned = registered("r01-n01", p.nodes[0].labels, [node_objects.taint(t) for t in p.nodes[0].taints])

@@ -5,7 +5,7 @@ moved to another rack or team in the environment file (`skyrack diff`: "labels a
 would keep its old ones for life. Before the racks run, `skyrack join` patches every planned Node
 that already exists to the plan's values of the keys skyrack owns:
 
-* labels ``skyrack.io/env``, ``skyrack.io/rack``, ``skyrack.io/team``, ``topology.kubernetes.io/zone``
+* labels ``skyrack.io/env``, ``skyrack.io/rack``, ``skyrack.io/segment``, ``skyrack.io/team``, ``topology.kubernetes.io/zone``
   (set, or removed when the plan has none; GPU labels are left to the GPU stack, which reads them
   from the hardware), and ``node.kubernetes.io/exclude-disruption`` removed (a cloud Node's, plan.py);
 * taints ``skyrack.io/team`` and ``nvidia.com/gpu`` (replaced by the plan's; every other taint,
@@ -24,7 +24,7 @@ from .. import plan as planmod
 
 # the disruption exemption is a cloud Node's only: on a rack's Node it would hide that rack's failure from the
 # node-lifecycle controller, so it is removed
-LABELS = (planmod.ENV_LABEL, planmod.RACK_LABEL, planmod.TEAM_LABEL, planmod.ZONE_LABEL,
+LABELS = (planmod.ENV_LABEL, planmod.RACK_LABEL, planmod.SEGMENT_LABEL, planmod.TEAM_LABEL, planmod.ZONE_LABEL,
           planmod.DISRUPTION_EXEMPT_LABEL)
 TAINTS = (planmod.TEAM_TAINT_KEY, planmod.GPU_TAINT_KEY)
 
