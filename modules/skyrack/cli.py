@@ -5,7 +5,7 @@ Exit codes everywhere: 0 ok, 1 the input or the run is wrong (every problem prin
 on the input). Bad input never prints a traceback; every value and path printed goes
 through `safe` (no Rich markup, no control characters reach the terminal).
 
-The top of the package: it registers the edges' commands (`lab`, `join`, `etcd`, `kube`,
+The top of the package: it registers the edges' commands (`lab`, `join`, `etcd`, `kube`, `job`,
 `diff`, `check`), each defined in its own module, and nothing imports it. What the
 commands share (naming an environment, `--json`, reporting errors) is `skyrack.cliutil`.
 """
@@ -31,6 +31,7 @@ from .etcd.cli import app as etcd_app
 from .gitops.commands import register as register_gitops
 from .join.cli import join
 from .kube.cli import app as kube_app
+from .kube.job_cli import app as job_app
 from .lab.cli import app as lab_app
 from .term import safe
 
@@ -283,6 +284,7 @@ app.add_typer(lab_app, name="lab")
 app.command("join")(join)
 app.add_typer(etcd_app, name="etcd")
 app.add_typer(kube_app, name="kube")
+app.add_typer(job_app, name="job")
 
 if __name__ == "__main__":
     main()

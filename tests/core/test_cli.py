@@ -69,7 +69,8 @@ def invoke(*args: str):
 
 
 # what a command needs besides its environment to get as far as reading it
-NEEDS = {("etcd", "restore"): ["--yes"], ("etcd", "replace-member"): ["--member", "etcd-1"]}
+NEEDS = {("etcd", "restore"): ["--yes"], ("etcd", "replace-member"): ["--member", "etcd-1"],
+         ("job", "status"): ["--team", "robotics"], ("job", "delete"): ["--team", "robotics"]}
 
 
 def test_the_walk_finds_the_commands():

@@ -162,6 +162,7 @@ COVERED = {
     "etcd/cli.py": {"etcd lab-up"},  # test_etcd_of_a_lab_that_is_not_up_names_etcd_lab_up
     "lab/lifecycle.py": {"lab list", "lab up"},  # test_a_bridge_with_no_lab_names_lab_list; ..._names_lab_up (replace)
     "join/upgrade.py": {"upgrade"},  # test_a_join_ahead_of_the_control_plane_names_the_upgrade_plan
+    "kube/job_cli.py": {"job delete", "job status"},  # test_a_submitted_job_names_its_status_and_a_name_in_use_delete
 }
 # Mentions of a command that are not a command to run as printed, each with why.
 PROSE = {
@@ -199,6 +200,39 @@ PROSE = {
 }
 
 
+def test_a_submitted_job_names_its_status_and_a_name_in_use_delete(tmp_path, monkeypatch):
+    """`job submit` names `job status` for the job it made, and a name in use names `job delete` for it: the
+    same environment, job, team and kubeconfig (the lab test runs both as printed against a real cluster)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from skyrack.kube import job_cli
+    from skyrack.kube.health import ApiError
+
+    job = tmp_path / "my job.yaml"
+    job.write_text(yaml.safe_dump({"name": "llama", "team": "robotics", "image": "r.io/a/b:1", "command": ["x"],
+                                   "machines": 2, "gpus_per_machine": 8, "topology": "rack"}))
+    env, kubeconfig = ROOT / "configs" / "prod.yaml", tmp_path / "k config"
+    present: set[str] = set()
+
+    def call(method: str, path: str, body: dict | None = None, **_kw) -> dict:
+        if method == "GET" and path not in present:
+            raise ApiError(404, "not found")
+        if method == "POST":
+            present.add(f"{path}/{body['metadata']['name']}")
+        return {}
+
+    monkeypatch.setattr(job_cli, "with_api", lambda given, fn: fn(call))
+    args = ["job", "submit", str(env), str(job), "--kubeconfig", str(kubeconfig)]
+    for expect, leaf in ((0, "status"), (1, "delete")):  # the second submit finds the name in use
+        result = CliRunner().invoke(cli.app, args)
+        assert result.exit_code == expect, result.output
+        [found] = hints(" ".join(result.output.split()))  # rich may wrap a long line
+        cmd, params = parse(found)
+        assert cmd.name == leaf and (params["name"], params["team"]) == ("llama", "robotics"), params
+        assert Path(params["path"]) == env and params["kubeconfig"] == kubeconfig, params
+
+
 def test_every_hint_in_the_code_is_covered():
     """Every `skyrack ...` in backticks in code (not a docstring or a comment) has a case above (COVERED) or is
     prose with a reason (PROSE)."""
@@ -217,7 +251,7 @@ def test_every_hint_in_the_code_is_covered():
             for hint in HINT.findall(stripped.split("  # ", 1)[0]):
                 words = [w for w in hint.split()[1:3] if re.fullmatch(r"[a-z][a-z-]*", w)]
                 if words:
-                    found.add((rel, " ".join(words[:2]) if words[0] in ("lab", "etcd", "kube") else words[0]))
+                    found.add((rel, " ".join(words[:2]) if words[0] in ("lab", "etcd", "kube", "job") else words[0]))
     missing = sorted(h for h in found if h not in PROSE and h[1] not in COVERED.get(h[0], set()))
     assert not missing, f"hints with no test case (add one above and to COVERED, or to PROSE with why): {missing}"
     stale = sorted(set(PROSE) - found)

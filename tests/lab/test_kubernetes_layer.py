@@ -11,6 +11,8 @@ what the layer made. Runs after test_kubernetes.py (the workers are joined and R
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -261,6 +263,59 @@ def test_the_api_server_refuses_a_pod_that_reaches_for_another_teams_racks_or_pr
                                       (OTHER_TEAM, own, "skyrack-preemptible"), ("default", [], None)):
         proc = admitted(lab, pod(lab, "allowed", ns, tolerations=tolerations, priority=priority))
         assert proc.returncode == 0, (ns, priority, proc.stderr)
+
+
+def test_a_researchers_job_runs_whole_in_one_rack_and_its_machines_reach_each_other_by_name(lab, workers, tmp_path):
+    """`skyrack job submit` with the researcher's few lines: two machines, one rack. Both pods run at once (one
+    gang), on two nodes of the same rack (r01: r02 has one node), through the real admission policies; one
+    reaches the other by the name the job gives it; the status names where each runs; the name cannot be
+    taken twice; `delete` removes it all. A job the racks cannot hold in one rack is refused up front."""
+    plan = planmod.make(lab.env)
+    kubeconfig = run_cli("lab", "kubeconfig", str(lab.env), check=True).stdout.strip()
+    spec = {"name": "pingpong", "team": TEAM, "image": lab.image("agnhost"),
+            "command": ["/agnhost", "netexec", "--http-port=8080"], "machines": 2, "cpu": "50m", "memory": "32Mi",
+            "topology": "rack"}
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({**spec, "machines": 3}))
+    proc = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
+    assert proc.returncode == 1 and "machines: 3 machines with 0 GPUs" in proc.stderr, proc.stderr
+    assert not pods(lab, TEAM, "skyrack.io/job=pingpong")  # nothing submitted
+    job.write_text(yaml.safe_dump(spec))
+    who = (str(lab.env), "pingpong", "--team", TEAM, "--kubeconfig", kubeconfig)
+
+    def state() -> dict:
+        return json.loads(run_cli("job", "status", *who, "--json").stdout)
+
+    proc = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        st = wait("the job runs on both machines", lambda: (d if (d := state())["state"] == "running" else None))
+        racks = {n.name: n.rack for n in plan.nodes}
+        assert len(set(st["placed"].values())) == 2, st
+        assert {racks[n] for n in st["placed"].values()} == {"r01"}, st
+        members = pods(lab, TEAM, "skyrack.io/job=pingpong")
+        assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in members} == {"pingpong"}
+        second = next(p["metadata"]["name"] for p in members
+                      if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
+        # machine 1 reaches machine 0 by MASTER_ADDR (the headless Service's record, once it is published)
+        wait("pingpong-1 reaches pingpong-0.pingpong", lambda: kubectl(
+            lab, "-n", TEAM, "exec", second, "--", "/agnhost", "connect", "pingpong-0.pingpong:8080",
+            "--timeout=5s", check=False).returncode == 0, timeout=90)
+        # the status command submit printed, run as printed
+        [status_hint] = re.findall(r"`skyrack (job status [^`]+)`", proc.stdout)
+        shown = run_cli(*shlex.split(status_hint))
+        assert shown.returncode == 0 and "robotics/pingpong: running (2 machines)" in shown.stdout, shown.stdout
+        assert all(f"on {n}" in shown.stdout for n in st["placed"].values()), shown.stdout
+        # the name cannot be taken twice; the delete command the refusal names, run as printed, removes it all
+        again = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
+        assert again.returncode == 1 and "robotics/pingpong exists already (PodGroup, Service, Job)" in again.stderr
+        [delete_hint] = re.findall(r"`skyrack (job delete [^`]+)`", " ".join(again.stderr.split()))
+        gone = run_cli(*shlex.split(delete_hint))
+        assert gone.returncode == 0 and "deleted Job, Service, PodGroup" in gone.stdout, gone.stdout + gone.stderr
+    finally:
+        assert run_cli("job", "delete", *who).returncode == 0
+    wait("the job's pods are gone", lambda: not pods(lab, TEAM, "skyrack.io/job=pingpong"))
+    assert state()["state"] == "not found"
 
 
 def test_the_gpu_objects_follow_the_plan_and_their_work_is_skipped_without_a_gpu(lab):

@@ -20,9 +20,9 @@ from .semantics import semantic_problems
 from .yaml_file import read_yaml
 
 
-def _known_keys(loc: tuple) -> list[str]:
-    """The keys allowed at a location, for 'did you mean' hints on typos."""
-    model: Any = Environment
+def _known_keys(loc: tuple, root: type[BaseModel] = Environment) -> list[str]:
+    """The keys allowed at a location of a `root` document, for 'did you mean' hints on typos."""
+    model: Any = root
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
@@ -44,13 +44,14 @@ def _known_keys(loc: tuple) -> list[str]:
     return list(model.model_fields) if hasattr(model, "model_fields") else []
 
 
-def _pydantic_problems(label: str, exc: ValidationError) -> list[Problem]:
+def pydantic_problems(label: str, exc: ValidationError, root: type[BaseModel] = Environment) -> list[Problem]:
+    """A validation error of a `root` document (an environment, a job file) as `file: field: what` problems."""
     problems = []
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         path = format_path(loc)
         if err["type"] == "extra_forbidden":
-            hint = difflib.get_close_matches(str(loc[-1]), _known_keys(loc), n=1)
+            hint = difflib.get_close_matches(str(loc[-1]), _known_keys(loc, root), n=1)
             msg = "unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else "")
         elif err["type"] == "missing":
             msg = "required but missing"
@@ -108,7 +109,7 @@ def load(path: str | Path, text: str | None = None, base: bool = False,
     try:
         env = Environment.model_validate(data, context={"base_dir": path.parent, "read": read})
     except ValidationError as exc:
-        raise InputError(_capped(label, _pydantic_problems(label, exc))) from None
+        raise InputError(_capped(label, pydantic_problems(label, exc))) from None
     except RecursionError:
         raise InputError([Problem(label, "", "nested too deeply")]) from None
     problems = [Problem(label, p, m) for p, m in semantic_problems(env, path.name, builds=not base)]

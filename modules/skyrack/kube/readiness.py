@@ -38,6 +38,22 @@ def _user(kubeconfig: str) -> dict[str, Any]:
     return user.get("user") or {}
 
 
+def kubeconfig_server(kubeconfig: str) -> tuple[str, str | None]:
+    """The API server a kubeconfig points at (its current context's cluster) and that cluster's CA PEM."""
+    cfg = yaml.safe_load(kubeconfig) or {}
+    if not isinstance(cfg, dict):
+        raise ValueError("not a kubeconfig (expected a mapping with clusters, users and contexts)")
+    current = cfg.get("current-context")
+    ctx = next((c.get("context") or {} for c in cfg.get("contexts") or [] if c.get("name") == current), {})
+    clusters = cfg.get("clusters") or []
+    entry = next((c for c in clusters if c.get("name") == ctx.get("cluster")), clusters[0] if clusters else {})
+    cluster = entry.get("cluster") or {}
+    if not cluster.get("server"):
+        raise ValueError("its cluster has no server")
+    data = cluster.get("certificate-authority-data")
+    return cluster["server"], base64.b64decode(data).decode() if data else None
+
+
 def kubeconfig_ca(kubeconfig: str) -> str | None:
     """The PEM of the cluster CA a kubeconfig trusts (its first cluster's certificate-authority-data)."""
     clusters = (yaml.safe_load(kubeconfig) or {}).get("clusters") or []
