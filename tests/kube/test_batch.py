@@ -4,6 +4,7 @@ matches the labels and taints the rack join puts on nodes (from the plan)."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from skyrack import config
 from skyrack import plan as planmod
@@ -28,6 +29,22 @@ def test_one_namespace_and_quota_per_team_from_the_environment_file(rendered, en
         layer_ = r.plan.env.cluster.teams[team.name]
         assert hard == {"requests.nvidia.com/gpu": str(team.gpu_quota), "requests.cpu": layer_.cpu,
                         "requests.memory": layer_.memory, "pods": str(layer_.pods)}
+
+
+def test_a_container_that_asks_for_nothing_gets_the_teams_default_requests_and_no_limit(env_copy, rendered):
+    """With a cpu or memory quota the API server refuses a pod without requests: each team namespace has a
+    LimitRange whose defaultRequest fills them in (100m / 256Mi, or the team's `container_defaults`)."""
+    r = rendered("dev")
+    for team in r.plan.env.teams:
+        spec = r.one("LimitRange", "team-defaults", team.name).manifest["spec"]
+        assert spec == {"limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "256Mi"}}]}
+    path = env_copy("dev")
+    data = yaml.safe_load(path.read_text())
+    team = r.plan.env.teams[0]
+    data["cluster"]["teams"][team.name]["container_defaults"] = {"cpu": "250m"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    [_, _, limits] = batch.team_objects(team, config.load(path).cluster.teams[team.name])
+    assert limits["spec"]["limits"][0]["defaultRequest"] == {"cpu": "250m", "memory": "256Mi"}
 
 
 @pytest.mark.parametrize("env", ENVS)

@@ -212,6 +212,17 @@ def test_a_pod_over_its_teams_quota_is_rejected_naming_the_quota(lab):
     assert "exceeded quota: team-quota" in proc.stderr and batch.GPU_RESOURCE in proc.stderr, proc.stderr
 
 
+def test_a_pod_that_asks_for_nothing_is_admitted_with_its_teams_default_requests(lab):
+    """The team's quota limits cpu, so without the layer's LimitRange the API server would refuse a pod with no
+    requests ("must specify requests.cpu"). A server-side dry run: every admission step, nothing stored."""
+    bare = pod(lab, "asks-nothing", TEAM)
+    del bare["spec"]["containers"][0]["resources"]
+    proc = kubectl(lab, "create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(bare))
+    defaults = planmod.make(lab.env).env.cluster.teams[TEAM].container_defaults
+    assert json.loads(proc.stdout)["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": defaults.cpu, "memory": defaults.memory}}
+
+
 def test_another_teams_pod_does_not_land_on_a_teams_rack(lab, workers):
     """vision has no racks: its pod tolerates its own team's taint, not robotics', and stays off r01."""
     team_taint = f"{lb.TEAM_TAINT.key}={TEAM}:{lb.TEAM_TAINT.effect}"

@@ -709,9 +709,18 @@ TeamPriorityClass = Literal["skyrack-preemptible", "skyrack-normal", "skyrack-hi
 DEFAULT_TEAM_PRIORITY_CLASSES: tuple[TeamPriorityClass, ...] = ("skyrack-preemptible", "skyrack-normal")
 
 
+class ContainerDefaults(Strict):
+    """What a container of a team's that asks for nothing is given (a LimitRange's defaultRequest): with a cpu or
+    memory quota the API server refuses a pod without requests, and a pod with none is a guess to the scheduler."""
+
+    cpu: Quantity = "100m"
+    memory: Quantity = "256Mi"
+
+
 class TeamLayer(Strict):
     """A team's share of the cluster beyond `teams[].gpu_quota` (None = no limit on that resource)."""
 
+    container_defaults: ContainerDefaults = ContainerDefaults()
     cpu: Quantity | None = None
     memory: Quantity | None = None
     pods: Annotated[StrictInt, Field(ge=1)] | None = None

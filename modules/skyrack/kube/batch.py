@@ -82,11 +82,16 @@ def team_quota(team: config.Team, layer: config.TeamLayer) -> dict[str, str]:
 
 
 def team_objects(team: config.Team, layer: config.TeamLayer) -> list[o.Manifest]:
+    """The team's namespace, its quota, and the requests a container that names none is given (a LimitRange's
+    defaultRequest only: no limit is imposed on a pod that did not ask for one)."""
     team_label = {planmod.TEAM_LABEL: team.name}
+    d = layer.container_defaults
     return [o.obj("v1", "Namespace", team.name, labels=team_label,
                   annotations=isolation.team_namespace_annotations(layer)),
             o.obj("v1", "ResourceQuota", "team-quota", team.name, labels=team_label,
-                  spec={"hard": team_quota(team, layer)})]
+                  spec={"hard": team_quota(team, layer)}),
+            o.obj("v1", "LimitRange", "team-defaults", team.name, labels=team_label,
+                  spec={"limits": [{"type": "Container", "defaultRequest": {"cpu": d.cpu, "memory": d.memory}}]})]
 
 
 def balloon(team: str, b: config.Balloon, pause_image: str) -> o.Manifest:
