@@ -276,18 +276,19 @@ def test_the_api_server_refuses_a_pod_that_reaches_for_another_teams_racks_or_pr
         assert proc.returncode == 0, (ns, priority, proc.stderr)
 
 
-def test_a_researchers_job_runs_whole_in_one_rack_and_its_machines_reach_each_other_by_name(lab, workers, tmp_path):
-    """`skyrack job submit` with the researcher's few lines: two machines, one rack. Both pods run at once (one
-    gang), on two nodes of the same rack (r01: r02 has one node), through the real admission policies; one
-    reaches the other by the name the job gives it; the status names where each runs; the name cannot be
-    taken twice; `delete` removes it all. A job the racks cannot hold in one rack is refused up front."""
+def test_a_researchers_job_runs_whole_in_its_segment_and_its_machines_reach_each_other_by_name(lab, workers, tmp_path):
+    """`skyrack job submit` with the researcher's few lines: two machines in one L2 segment. Both pods run at once
+    (one gang) on two nodes, through the real admission policies; one reaches the other by the name the job
+    gives it; the status names where each runs; the name cannot be taken twice; `delete` removes it all. A job
+    the racks cannot hold in one rack (3 machines: r01 has 2) is refused up front. (`topology: segment`, not
+    `rack`: in a rack of one node the gang's first pod can land where its peer cannot follow; docs/kube.md.)"""
     plan = planmod.make(lab.env)
     kubeconfig = run_cli("lab", "kubeconfig", str(lab.env), check=True).stdout.strip()
     spec = {"name": "pingpong", "team": TEAM, "image": lab.image("agnhost"),
             "command": ["/agnhost", "netexec", "--http-port=8080"], "machines": 2, "cpu": "50m", "memory": "32Mi",
-            "topology": "rack"}
+            "topology": "segment"}
     job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump({**spec, "machines": 3}))
+    job.write_text(yaml.safe_dump({**spec, "machines": 3, "topology": "rack"}))
     proc = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
     assert proc.returncode == 1 and "machines: 3 machines with 0 GPUs" in proc.stderr, proc.stderr
     assert not pods(lab, TEAM, "skyrack.io/job=pingpong")  # nothing submitted
@@ -301,10 +302,12 @@ def test_a_researchers_job_runs_whole_in_one_rack_and_its_machines_reach_each_ot
     assert proc.returncode == 0, proc.stderr
     try:
         st = wait("the job runs on both machines", lambda: (d if (d := state())["state"] == "running" else None))
-        racks = {n.name: n.rack for n in plan.nodes}
-        assert len(set(st["placed"].values())) == 2, st
-        assert {racks[n] for n in st["placed"].values()} == {"r01"}, st
+        segments = {n.name: n.labels[planmod.SEGMENT_LABEL] for n in plan.nodes}
+        assert len(set(st["placed"].values())) == 2, st  # a machine each
+        assert {segments[n] for n in st["placed"].values()} == {"lab"}, st
         members = pods(lab, TEAM, "skyrack.io/job=pingpong")
+        assert {p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
+                for p in members} == {planmod.SEGMENT_LABEL}
         assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in members} == {"pingpong"}
         second = next(p["metadata"]["name"] for p in members
                       if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
