@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .state import Host, Paths
@@ -54,10 +54,21 @@ def mount(paths: Paths, name: str, image_rootfs: Path) -> Path:
     return target
 
 
-def unmount(paths: Paths, name: str) -> None:
+def unmount(paths: Paths, name: str, timeout: float = 15, say: Callable[[str], None] | None = None) -> None:
+    """Unmount a node's root. A process just killed in it can hold a file for a moment after its cgroup is empty
+    (umount: "target is busy"): tried again until `timeout`, then detached (`umount --lazy`: the kernel frees
+    it when the last holder is gone), so a teardown never stops halfway with a node's disk left mounted."""
     target = merged(paths, name)
-    if is_mounted(target):
-        subprocess.run(["umount", str(target)], check=True, capture_output=True)
+    deadline = time.monotonic() + timeout
+    while is_mounted(target):
+        proc = subprocess.run(["umount", str(target)], capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        if time.monotonic() >= deadline:
+            (say or print)(f"{name}: its root still busy after {timeout:.0f} s ({proc.stderr.strip()}): detached")
+            subprocess.run(["umount", "--lazy", str(target)], check=True, capture_output=True)
+            return
+        time.sleep(0.5)
 
 
 def personalise(root: Path, host: Host, host_ip: str, prefix: int, apt_proxy: str, authorized_key: str,
