@@ -10,6 +10,8 @@ what the layer made. Runs after test_kubernetes.py (the workers are joined and R
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
 import re
 import shlex
@@ -24,7 +26,7 @@ import yaml
 from skyrack import plan as planmod
 from skyrack import scheduler
 from skyrack.engine import EngineError
-from skyrack.kube import batch, gpu, isolation
+from skyrack.kube import batch, bootstrap, gpu, isolation
 from skyrack.kube import labels as lb
 from skyrack.lab import lifecycle, stacks
 from support import run_cli
@@ -347,14 +349,30 @@ def _summary(out: str) -> dict[str, int]:
     return json.loads(out)["changeSummary"]
 
 
-def test_preview_right_after_up_changes_nothing(lab):
+@pytest.fixture
+def todays_token(lab):
+    """The layer's bootstrap token expires at a midnight UTC (kube/bootstrap.py: the same all day, so previews are
+    quiet), and each day's first `up` re-arms it. A session whose `up` ran before midnight previews after it with
+    the token Secret replaced, rightly: run that day's `up` first, as the deploy workflow would."""
+    secrets = json.loads(kubectl(lab, "get", "secrets", "-n", "kube-system", "-l", "app.kubernetes.io/managed-by=skyrack",
+                                 "--field-selector", "type=bootstrap.kubernetes.io/token", "-o", "json").stdout)["items"]
+    expiring = [base64.b64decode(s["data"]["expiration"]).decode() for s in secrets if "expiration" in s["data"]]
+    assert len(expiring) == 1, [s["metadata"]["name"] for s in secrets]  # the racks' (a cloud pool's never expires)
+    armed = expiring[0]
+    ttl = planmod.make(lab.env).env.cluster.bootstrap_token_ttl_hours
+    if armed != bootstrap.token_expiration(datetime.datetime.now(datetime.UTC), ttl):
+        proc = pulumi(lab, "up", "--yes")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+
+
+def test_preview_right_after_up_changes_nothing(lab, todays_token):
     proc = pulumi(lab, "preview", "--json")
     assert proc.returncode == 0, proc.stderr
     summary = _summary(proc.stdout)
     assert set(summary) == {"same"} and summary["same"] > 50, summary
 
 
-def test_a_changed_quota_previews_as_one_update(lab, tmp_path):
+def test_a_changed_quota_previews_as_one_update(lab, tmp_path, todays_token):
     changed = tmp_path / "lab.yaml"
     data = yaml.safe_load(lab.env.read_text())
     data["cluster"]["teams"][TEAM]["cpu"] = "7"
