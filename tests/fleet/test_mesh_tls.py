@@ -40,7 +40,7 @@ def controller(tmp_path):
     paths = Paths(tmp_path / "state")
     binary = receptor_build.binary(say=lambda _m: None)
     pid = mesh.start_controller(p, paths, HOST, binary)
-    procs: list[subprocess.Popen] = []
+    procs: dict[str, subprocess.Popen] = {}
 
     def node(name: str, claim: str | None = None, tls: cloud_init.MeshTls | None = None, skip_names: bool = False,
              plain: bool = False) -> Path:
@@ -73,9 +73,13 @@ def controller(tmp_path):
                     del item["tcp-peer"]["tls"]
         (d / "receptor.yaml").write_text(yaml.safe_dump(config))
         log = d / "log"
-        procs.append(subprocess.Popen([str(binary), "--config", str(d / "receptor.yaml")], stdout=log.open("w"),
-                                      stderr=subprocess.STDOUT))
+        procs[claim or name] = subprocess.Popen([str(binary), "--config", str(d / "receptor.yaml")],
+                                                stdout=log.open("w"), stderr=subprocess.STDOUT)
         return log
+
+    def leave(node_id: str) -> None:  # the node's machine goes away
+        procs[node_id].terminate()
+        procs[node_id].wait(timeout=10)
 
     def routed(wait: float = 8) -> dict:
         deadline = time.monotonic() + wait
@@ -105,11 +109,11 @@ def controller(tmp_path):
                 return {**status, "unitid": unit["unitid"]}
             time.sleep(0.5)
 
-    def handed_off(node_id: str, unit_id: str) -> None:  # what the join waits for (join/receptor.py)
-        receptor._wait_handed_off(receptor.Route(str(mesh.socket_path(paths)), node_id), unit_id, timeout=5)
+    def handed_off(node_id: str, unit_id: str, timeout: float = 5) -> None:  # what the join waits for
+        receptor._wait_handed_off(receptor.Route(str(mesh.socket_path(paths)), node_id), unit_id, timeout=timeout)
 
-    yield node, routed, submit, handed_off, paths.log_dir / "receptor.log"
-    for proc in procs:
+    yield node, routed, submit, handed_off, paths.log_dir / "receptor.log", leave
+    for proc in procs.values():
         proc.terminate()
         proc.wait(timeout=10)
     assert mesh.stop_controller(pid, paths)
@@ -117,7 +121,7 @@ def controller(tmp_path):
 
 
 def test_an_execution_node_joins_the_mesh_over_mutual_tls_and_takes_work(controller):
-    node, routed, submit, handed_off, log = controller
+    node, routed, submit, handed_off, log, _leave = controller
     node("x01")
     assert routed() == {"x01": "x01"}
     status = submit("x01")  # it reached the node's worker (which refuses the payload)
@@ -127,7 +131,7 @@ def test_an_execution_node_joins_the_mesh_over_mutual_tls_and_takes_work(control
 
 
 def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_work(controller):
-    node, routed, submit, handed_off, controller_log = controller
+    node, routed, submit, handed_off, controller_log, leave = controller
     other = pki.create_ca("not the mesh's CA")
     forged = pki.issue(other, "x01", server=True, client=True, other_names=[(cloud_init.RECEPTOR_NODE_ID_OID, "x01")])
     node("x01", plain=True)  # no TLS
@@ -142,10 +146,17 @@ def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_wor
     with pytest.raises(receptor.WorkFailed, match="execution node x09 did not take the work within 5 s"):
         handed_off("x09", status["unitid"])  # and the join fails that rack, it does not wait for ever
     assert "nodeID=x08 not found in certificate name(s); names found=[x02]" in log.read_text()
+    # a node that leaves the mesh while its work waits fails the rack then, not at the hand-off's deadline
+    unit = submit("x09", wait=2)["unitid"]
+    leave("x09")
+    started = time.monotonic()
+    with pytest.raises(receptor.NodeLost, match="execution node x09 left the Receptor mesh before it took the work"):
+        handed_off("x09", unit, timeout=120)
+    assert time.monotonic() - started < 60
 
 
 def test_an_execution_node_runs_only_work_the_controller_signed(controller):
-    node, routed, submit, _handed_off, _log = controller
+    node, routed, submit, _handed_off, _log, _leave = controller
     node("x01")
     assert routed() == {"x01": "x01"}
     with pytest.raises(RuntimeError, match="could not verify signature: signature is empty"):

@@ -38,7 +38,12 @@ from .node_files import ANSIBLE_DIR, TEMPLATES
 WORK_TYPE = cloud_init.RECEPTOR_WORK_TYPE  # the execution node's receptor `work-command` (its user-data)
 WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
 WORKER_DIR = "/dev/shm"  # noqa: S108 - where the worker unpacks a run on the node: memory, removed after (--delete)
-HANDOFF_TIMEOUT = 60.0  # seconds a work unit may stay Pending (not yet on its node) before the rack fails
+# seconds a work unit may stay Pending (not yet on its node) before the rack fails, while the node is still in
+# the mesh (one that leaves fails the rack at once). Receptor retries a failed connection to the node's control
+# service with a backoff growing 1.5x from 1 s to 1 min, so one busy moment on the node (its 5 s hello missed)
+# can hold a unit Pending past a minute: a CI run lost a rack at 60 s that way. Five minutes is several of
+# its longest retries.
+HANDOFF_TIMEOUT = 300.0
 SECRETS_FILE = "skyrack-secrets.yml"  # in the staged run's env/ (memory), never in the record
 
 
@@ -241,19 +246,23 @@ def _wait_handed_off(route: Route, unit_id: str, timeout: float = HANDOFF_TIMEOU
         ctl = _control(route.socket)
         try:
             st = ctl.simple_command(f"work status {unit_id}")
+            table = ctl.simple_command("status").get("RoutingTable") or {}
         except (OSError, RuntimeError, ValueError):
-            st = {}
+            st, table = {}, {route.node: None}  # the controller's socket hiccupped: ask again, to the deadline
         finally:
             ctl.close()
         if st.get("StateName", "Pending") != "Pending":
             return
+        if route.node not in table:
+            _release(route.socket, unit_id)
+            raise NodeLost(f"execution node {route.node} left the Receptor mesh before it took the work")
         if time.monotonic() > deadline:
             _release(route.socket, unit_id)
             raise WorkFailed(f"execution node {route.node} did not take the work within {timeout:.0f} s "
                              f"({' '.join(str(st.get('Detail', '')).split())[:200] or 'no detail'}); over the mesh's "
                              f"TLS it must present a certificate naming {route.node} (the controller's Receptor "
                              f"log says RVF ReceptorNameError otherwise)")
-        time.sleep(0.3)
+        time.sleep(1.0)
 
 
 def _rc(artifact_dir: str) -> int | None:
