@@ -93,3 +93,13 @@ def rejects(path: Path, *fragments: str, command: str = "validate") -> str:
     for fragment in fragments:
         assert fragment in proc.stderr, f"{fragment!r} not in:\n{proc.stderr}"
     return proc.stderr
+
+
+def local_ansible(tool: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """An Ansible tool (ansible-playbook, ansible-config) with the project's ansible.cfg; 0 or 2 (a host failed)."""
+    from skyrack.join.node_files import ANSIBLE_DIR
+
+    proc = subprocess.run([str(Path(sys.executable).parent / tool), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), **env})
+    assert proc.returncode in (0, 2), proc.stdout + proc.stderr
+    return proc

@@ -8,26 +8,16 @@ Real ansible-playbook runs with the project's ansible.cfg, on hosts reached with
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from skyrack.join.node_files import ANSIBLE_DIR
+from support import local_ansible as ansible
 
 HOSTS = ["h1", "h2", "h3"]
-BIN = Path(sys.executable).parent
-
-
-def ansible(tool: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(BIN / tool), *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), **env})
-    assert proc.returncode in (0, 2), proc.stdout + proc.stderr  # 2: some host failed
-    return proc
 
 
 def test_the_project_runs_mitogens_linear_strategy(tmp_path):

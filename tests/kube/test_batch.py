@@ -43,8 +43,33 @@ def test_a_container_that_asks_for_nothing_gets_the_teams_default_requests_and_n
     team = r.plan.env.teams[0]
     data["cluster"]["teams"][team.name]["container_defaults"] = {"cpu": "250m"}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    [_, _, limits] = batch.team_objects(team, config.load(path).cluster.teams[team.name])
+    [_, _, limits] = batch.team_objects(team, config.load(path).cluster.teams[team.name], 37)
     assert limits["spec"]["limits"][0]["defaultRequest"] == {"cpu": "250m", "memory": "256Mi"}
+
+
+def test_team_namespaces_enforce_the_teams_pod_security_level_at_the_clusters_minor(env_copy, rendered):
+    """Baseline by default (no privileged container, host namespace or hostPath: each a way round the team's
+    taints, quota and GPUs); a team may be held to `restricted`; the rules are those of the cluster's minor."""
+    r = rendered("dev")
+    minor = r.plan.env.kubernetes.minor
+    for team in r.plan.env.teams:
+        labels = r.one("Namespace", team.name).manifest["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+        assert labels["pod-security.kubernetes.io/enforce-version"] == f"v1.{minor}"
+    services = [o for o in r.objects("Namespace") if "skyrack.io/team" not in o.manifest["metadata"]["labels"]]
+    assert services and not any("pod-security.kubernetes.io/enforce" in o.manifest["metadata"]["labels"]
+                                for o in services)  # the GPU health probe and dcgm-exporter run privileged
+    path = env_copy("dev")
+    data = yaml.safe_load(path.read_text())
+    team = r.plan.env.teams[0]
+    data["cluster"]["teams"][team.name]["pod_security"] = "restricted"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    [ns, _, _] = batch.team_objects(team, config.load(path).cluster.teams[team.name], minor)
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    data["cluster"]["teams"][team.name]["pod_security"] = "privileged"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(config.InputError, match="pod_security"):
+        config.load(path)
 
 
 @pytest.mark.parametrize("env", ENVS)

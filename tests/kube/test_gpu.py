@@ -29,6 +29,21 @@ def test_gpu_daemonsets_run_on_every_gpu_node_and_nowhere_else(rendered, env):
         assert can_run_on(pod, live_labels(gpu_node), tainted)
 
 
+def test_gpus_reach_a_pod_only_as_the_device_plugin_allocated_them(rendered):
+    """The plugin lists a container's GPUs as volume mounts (which the toolkit, as the nvidia role sets it,
+    accepts in place of NVIDIA_VISIBLE_DEVICES from unprivileged containers); only the two daemons that must see
+    every GPU are privileged, and only they ask for all of them."""
+    r = rendered("dev")
+    containers = {c["name"]: c for name in ("nvidia-device-plugin", "dcgm-exporter", "gpu-health")
+                  for c in pod_spec(r.one("DaemonSet", name, gpu.NAMESPACE).manifest)["containers"]}
+    env = {n: {e["name"]: e.get("value") for e in c.get("env", [])} for n, c in containers.items()}
+    assert env["nvidia-device-plugin"]["DEVICE_LIST_STRATEGY"] == "volume-mounts"
+    privileged = {n for n, c in containers.items() if c.get("securityContext", {}).get("privileged")}
+    assert privileged == {"dcgm-exporter", "probe"}
+    assert {n for n, e in env.items() if e.get("NVIDIA_VISIBLE_DEVICES")} <= privileged
+    assert containers["nvidia-device-plugin"]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
 def test_a_lab_without_gpus_gets_no_gpu_components(rendered):
     assert not [o for o in rendered("lab").objects() if o.manifest["metadata"].get("namespace") == gpu.NAMESPACE]
 

@@ -278,6 +278,31 @@ def test_the_api_server_refuses_a_pod_that_reaches_for_another_teams_racks_or_pr
         assert proc.returncode == 0, (ns, priority, proc.stderr)
 
 
+def test_a_teams_pod_may_not_reach_the_host(lab):
+    """A privileged container, a host path or the host's network would be a way round every other isolation
+    (the taints, the quota, the GPUs a pod was given): the team's namespace enforces Pod Security `baseline`
+    at the cluster's minor. The cluster's own services (a cluster-service namespace) are not bound by it."""
+    minor = planmod.make(lab.env).env.kubernetes.minor
+    own = lb.team_gpu_tolerations(OTHER_TEAM)
+    privileged = pod(lab, "reaching", OTHER_TEAM, tolerations=own)
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    refusals = {
+        "a privileged container": (privileged, "privileged"),
+        "the host's filesystem": (pod(lab, "reaching", OTHER_TEAM, tolerations=own, volumes=[
+            {"name": "root", "hostPath": {"path": "/"}}]), "hostPath volumes"),
+        "the host's network": (pod(lab, "reaching", OTHER_TEAM, tolerations=own, hostNetwork=True), "host namespaces"),
+    }
+    for what, (doc, rule) in refusals.items():
+        proc = admitted(lab, doc)
+        assert proc.returncode != 0, what
+        assert f'violates PodSecurity "baseline:v1.{minor}"' in proc.stderr and rule in proc.stderr, (what, proc.stderr)
+    service = json.loads(json.dumps(privileged))
+    service["metadata"]["namespace"] = batch.BALLOON_NAMESPACE
+    service["spec"]["tolerations"] = []
+    proc = admitted(lab, service)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_researchers_job_runs_whole_in_its_segment_and_its_machines_reach_each_other_by_name(lab, workers, tmp_path):
     """`skyrack job submit` with the researcher's few lines: two machines in one L2 segment. Both pods run at once
     (one gang) on two nodes, through the real admission policies; one reaches the other by the name the job

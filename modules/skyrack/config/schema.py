@@ -721,6 +721,10 @@ class TeamLayer(Strict):
     """A team's share of the cluster beyond `teams[].gpu_quota` (None = no limit on that resource)."""
 
     container_defaults: ContainerDefaults = ContainerDefaults()
+    # the Pod Security Standard the API server enforces on the team's namespace: `baseline` refuses privileged
+    # containers, host namespaces, hostPath and added capabilities (a way round every other isolation, GPUs
+    # included); `restricted` also wants non-root, seccomp and no privilege escalation in every pod
+    pod_security: Literal["baseline", "restricted"] = "baseline"
     cpu: Quantity | None = None
     memory: Quantity | None = None
     pods: Annotated[StrictInt, Field(ge=1)] | None = None

@@ -30,6 +30,7 @@ from . import objects as o
 
 BALLOON_NAMESPACE = "skyrack-balloons"
 GPU_RESOURCE = "nvidia.com/gpu"
+POD_SECURITY = "pod-security.kubernetes.io"  # Pod Security Admission's label prefix (built into the API server)
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,19 @@ def team_quota(team: config.Team, layer: config.TeamLayer) -> dict[str, str]:
     return hard
 
 
-def team_objects(team: config.Team, layer: config.TeamLayer) -> list[o.Manifest]:
-    """The team's namespace, its quota, and the requests a container that names none is given (a LimitRange's
-    defaultRequest only: no limit is imposed on a pod that did not ask for one)."""
+def pod_security_labels(layer: config.TeamLayer, minor: int) -> dict[str, str]:
+    """Pod Security Admission's labels for a team's namespace: the team's level, enforced as the cluster's own
+    minor defines it (pinned, so an upgrade changes the rules only when the layer is applied with it)."""
+    return {f"{POD_SECURITY}/enforce": layer.pod_security, f"{POD_SECURITY}/enforce-version": f"v1.{minor}"}
+
+
+def team_objects(team: config.Team, layer: config.TeamLayer, minor: int) -> list[o.Manifest]:
+    """The team's namespace (its Pod Security level enforced), its quota, and the requests a container that
+    names none is given (a LimitRange's defaultRequest only: no limit is imposed on a pod that did not ask
+    for one)."""
     team_label = {planmod.TEAM_LABEL: team.name}
     d = layer.container_defaults
-    return [o.obj("v1", "Namespace", team.name, labels=team_label,
+    return [o.obj("v1", "Namespace", team.name, labels={**team_label, **pod_security_labels(layer, minor)},
                   annotations=isolation.team_namespace_annotations(layer)),
             o.obj("v1", "ResourceQuota", "team-quota", team.name, labels=team_label,
                   spec={"hard": team_quota(team, layer)}),
@@ -113,7 +121,7 @@ def manifests(p: planmod.Plan) -> list[o.Manifest]:
     cluster = p.env.cluster
     out = priority_classes()
     for team in p.env.teams:
-        out += team_objects(team, cluster.teams.get(team.name, config.TeamLayer()))
+        out += team_objects(team, cluster.teams.get(team.name, config.TeamLayer()), p.env.kubernetes.minor)
     balloons = [(t, layer.balloon) for t, layer in cluster.teams.items() if layer.balloon.replicas]
     if balloons:
         out.append(o.obj("v1", "Namespace", BALLOON_NAMESPACE, labels=isolation.cluster_service_labels()))

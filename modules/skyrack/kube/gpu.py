@@ -4,6 +4,14 @@ All three run only on nodes with a GPU product label (set by the rack join from 
 tolerate the GPU and team taints those nodes carry. They assume the rack join made the NVIDIA
 container runtime containerd's default on GPU nodes (so ``nvidia-smi`` is injected).
 
+A pod gets the GPUs the device plugin allocated to it, and no others: the plugin hands them over as
+volume mounts (``DEVICE_LIST_STRATEGY=volume-mounts``), and the nvidia role sets the container toolkit
+to accept only those from an unprivileged container (``accept-nvidia-visible-devices-envvar-when-
+unprivileged = false``), so ``NVIDIA_VISIBLE_DEVICES=all`` in a pod's environment (or its image's,
+as CUDA images set it) widens nothing. The health probe and the DCGM exporter must see every GPU of
+the node: they run privileged, in a namespace no team can use (team namespaces enforce Pod Security
+``baseline``, which refuses privileged containers).
+
 The health check runs ``nvidia-smi`` every ``cluster.gpu_health.interval_seconds``; when it
 fails, sees fewer GPUs than the node's GPU-count label, or finds uncorrected ECC errors, it
 taints the node ``skyrack.io/gpu-unhealthy=<reason>:NoSchedule`` (new pods stay away, running
@@ -20,6 +28,11 @@ from . import objects as o
 NAMESPACE = "skyrack-gpu"
 UNHEALTHY = lb.Taint("skyrack.io/gpu-unhealthy", "", "NoSchedule")
 KUBELET = "/var/lib/kubelet"
+# the device plugin's way of telling the runtime which GPUs a container was allocated: mounts under
+# /var/run/nvidia-container-devices, which a pod cannot forge (an environment variable it can)
+DEVICE_LIST = "volume-mounts"
+# the toolkit honours NVIDIA_VISIBLE_DEVICES=all only from a privileged container (see above)
+SEES_EVERY_GPU = {"privileged": True}
 
 PROBE = """#!/bin/sh
 # Writes one line to $STATUS/result every $INTERVAL seconds: "<ok|reason> <gpus seen>".
@@ -73,7 +86,8 @@ def _host(name: str, path: str) -> dict:
 
 def device_plugin(image: str) -> o.Manifest:
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin"}
-    c = o.container("nvidia-device-plugin", image, env=[{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+    c = o.container("nvidia-device-plugin", image, env=[{"name": "FAIL_ON_INIT_ERROR", "value": "false"},
+                                                        {"name": "DEVICE_LIST_STRATEGY", "value": DEVICE_LIST}],
                     securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                     volumeMounts=[{"name": "device-plugin", "mountPath": f"{KUBELET}/device-plugins"}])
     return o.workload("DaemonSet", "nvidia-device-plugin", NAMESPACE,
@@ -85,7 +99,7 @@ def dcgm_exporter(image: str) -> o.Manifest:
     c = o.container("dcgm-exporter", image, env=[{"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}],
                     ports=[{"name": "metrics", "containerPort": 9400}],
                     requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "512Mi"},
-                    securityContext={"capabilities": {"add": ["SYS_ADMIN"]}},
+                    securityContext=SEES_EVERY_GPU,
                     volumeMounts=[{"name": "pod-resources", "mountPath": f"{KUBELET}/pod-resources",
                                    "readOnly": True}])
     pod = _gpu_pod([c], volumes=[_host("pod-resources", f"{KUBELET}/pod-resources")])
@@ -111,7 +125,8 @@ def health_check(p: planmod.Plan) -> list[o.Manifest]:
         [o.container("probe", v.gpu_health_check, command=["/bin/sh", "/scripts/probe.sh"],
                      env=[*interval, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                           {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}],
-                     requests={"cpu": "10m", "memory": "32Mi"}, volumeMounts=[status, scripts]),
+                     requests={"cpu": "10m", "memory": "32Mi"}, volumeMounts=[status, scripts],
+                     securityContext=SEES_EVERY_GPU),
          o.container("tainter", v.kubectl, command=["/bin/sh", "/scripts/tainter.sh"], env=[*interval, node],
                      requests={"cpu": "10m", "memory": "32Mi"}, volumeMounts=[status, scripts])],
         serviceAccountName=name,
