@@ -183,9 +183,11 @@ def rendered(ca: CA) -> Callable[[str], Rendered]:
 
 
 @contextlib.contextmanager
-def https_server(ca: CA, tmp_path: Path, handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+def https_server(ca: CA, tmp_path: Path, handler: type[http.server.BaseHTTPRequestHandler],
+                 client_cert: bool = True) -> Iterator[str]:
     """`handler` behind TLS on loopback, its certificate from `ca`, a client certificate from `ca` required
-    (as an API server requires one from the admin). Yields the endpoint."""
+    (as an API server requires one from the admin; `client_cert=False`: verified when given, as a real API server
+    that also takes tokens). Yields the endpoint."""
     cert, key = ca.issue("kube-apiserver", server_ips=["127.0.0.1"])
     (tmp_path / "s.crt").write_bytes(cert)
     (tmp_path / "s.key").write_bytes(key)
@@ -193,7 +195,7 @@ def https_server(ca: CA, tmp_path: Path, handler: type[http.server.BaseHTTPReque
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(tmp_path / "s.crt", tmp_path / "s.key")
     ctx.load_verify_locations(cadata=ca.cert_pem)
-    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.verify_mode = ssl.CERT_REQUIRED if client_cert else ssl.CERT_OPTIONAL
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -7,8 +7,9 @@
 - ``skyrack job delete ENV NAME --team T``: the Job, its pods, its Service and its PodGroup.
 
 The cluster is reached with the researcher's own kubeconfig (``--kubeconfig``, else ``$KUBECONFIG``, else
-``~/.kube/config``): a client certificate or a token, verified against the cluster CA it names. In the lab,
-``--kubeconfig "$(skyrack lab kubeconfig)"``.
+``~/.kube/config``): a client certificate, a token or an exec credential plugin (kubelogin and the like, run
+as kubectl runs it: skyrack.kube.kubeconfig), the API server verified against the cluster CA it names. In the
+lab, ``--kubeconfig "$(skyrack lab kubeconfig)"``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..errors import InputError, Problem
 from ..files import read_text
 from ..term import safe
 from . import jobs, readiness
+from . import kubeconfig as kubeconfigs
 from .health import ApiError
 
 app = typer.Typer(help="A researcher's multi-machine job: submit, status, delete.", no_args_is_help=True)
@@ -51,23 +53,25 @@ def kubeconfig_file(given: Path | None) -> Path:
     return Path.home() / ".kube" / "config"
 
 
-def connect(given: Path | None) -> tuple[str, str, str]:
-    """The endpoint, CA PEM and kubeconfig text to reach the cluster with. Raises InputError."""
+def connect(given: Path | None) -> tuple[str, str, kubeconfigs.Credentials]:
+    """The endpoint, CA PEM and credentials to reach the cluster with (the kubeconfig's credential plugin run,
+    if its user has one). Raises InputError."""
     path = kubeconfig_file(given)
     text = read_text(path, 1 << 20)
     try:
-        server, ca = readiness.kubeconfig_server(text)
+        server, ca = kubeconfigs.server(text, path.parent, str(path))
     except (ValueError, yaml.YAMLError, AttributeError) as exc:
         raise InputError([Problem(str(path), "", f"not a usable kubeconfig: {exc}")]) from None
     if not server.startswith("https://") or not ca:
         raise InputError([Problem(str(path), "clusters", "skyrack reaches a cluster over https with the CA in the "
-                                                         "kubeconfig (certificate-authority-data)")])
-    return server, ca, text
+                                                         "kubeconfig (certificate-authority-data or "
+                                                         "certificate-authority)")])
+    return server, ca, kubeconfigs.credentials(text, path.parent, str(path), run_exec=True)
 
 
 def with_api(given: Path | None, fn: Callable[[readiness.Call], T]) -> T:
-    server, ca, text = connect(given)
-    with readiness.client(server, ca, text, timeout=20) as call:
+    server, ca, creds = connect(given)
+    with readiness.client(server, ca, creds, timeout=20) as call:
         return fn(call)
 
 

@@ -8,7 +8,6 @@ A plain function with an injectable clock and sleep: tested against a local HTTP
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as dt
 import email.utils
@@ -22,61 +21,40 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import yaml
+from . import kubeconfig as kubeconfigs
 
 
 class NotReady(Exception):
     """The API servers did not answer /readyz with 200 before the deadline."""
 
 
-def _user(kubeconfig: str) -> dict[str, Any]:
-    cfg = yaml.safe_load(kubeconfig) or {}
-    users = cfg.get("users") or []
-    current = cfg.get("current-context")
-    ctx = next((c.get("context", {}) for c in cfg.get("contexts") or [] if c.get("name") == current), {})
-    user = next((u for u in users if u.get("name") == ctx.get("user")), users[0] if users else {})
-    return user.get("user") or {}
-
-
 def kubeconfig_server(kubeconfig: str) -> tuple[str, str | None]:
     """The API server a kubeconfig points at (its current context's cluster) and that cluster's CA PEM."""
-    cfg = yaml.safe_load(kubeconfig) or {}
-    if not isinstance(cfg, dict):
-        raise ValueError("not a kubeconfig (expected a mapping with clusters, users and contexts)")
-    current = cfg.get("current-context")
-    ctx = next((c.get("context") or {} for c in cfg.get("contexts") or [] if c.get("name") == current), {})
-    clusters = cfg.get("clusters") or []
-    entry = next((c for c in clusters if c.get("name") == ctx.get("cluster")), clusters[0] if clusters else {})
-    cluster = entry.get("cluster") or {}
-    if not cluster.get("server"):
-        raise ValueError("its cluster has no server")
-    data = cluster.get("certificate-authority-data")
-    return cluster["server"], base64.b64decode(data).decode() if data else None
+    return kubeconfigs.server(kubeconfig)
 
 
 def kubeconfig_ca(kubeconfig: str) -> str | None:
-    """The PEM of the cluster CA a kubeconfig trusts (its first cluster's certificate-authority-data)."""
-    clusters = (yaml.safe_load(kubeconfig) or {}).get("clusters") or []
-    data = ((clusters[0] if clusters else {}).get("cluster") or {}).get("certificate-authority-data")
-    return base64.b64decode(data).decode() if data else None
+    """The PEM of the cluster CA a kubeconfig's current context trusts."""
+    return kubeconfigs.server(kubeconfig)[1]
 
 
 @contextlib.contextmanager
-def _tls(ca_pem: str, kubeconfig: str | None) -> Iterator[tuple[ssl.SSLContext, dict[str, str]]]:
-    """An SSL context trusting only the cluster CA, with the admin's client certificate if it has one."""
+def _tls(ca_pem: str, kubeconfig: str | kubeconfigs.Credentials | None
+         ) -> Iterator[tuple[ssl.SSLContext, dict[str, str]]]:
+    """An SSL context trusting only the cluster CA, with the user's client certificate if it has one, and the
+    headers that carry its token. `kubeconfig`: its text (embedded or file credentials; no plugin is run) or
+    credentials already resolved (skyrack.kube.kubeconfig)."""
     ctx = ssl.create_default_context(cadata=ca_pem)
-    headers: dict[str, str] = {}
-    user = _user(kubeconfig) if kubeconfig else {}
-    if user.get("token"):
-        headers["Authorization"] = f"Bearer {user['token']}"
+    creds = kubeconfigs.credentials(kubeconfig) if isinstance(kubeconfig, str) else kubeconfig
+    headers = {"Authorization": f"Bearer {creds.token}"} if creds and creds.token else {}
     with tempfile.TemporaryDirectory(prefix="skyrack-readyz-") as tmp:
-        if user.get("client-certificate-data") and user.get("client-key-data"):
+        if creds and creds.cert_pem and creds.key_pem:
             # ssl can only load a key from a file: a private directory that is removed right after
             cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
-            for path, field in ((cert, "client-certificate-data"), (key, "client-key-data")):
+            for path, data in ((cert, creds.cert_pem), (key, creds.key_pem)):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "wb") as f:
-                    f.write(base64.b64decode(user[field]))
+                    f.write(data)
             ctx.load_cert_chain(cert, key)
         yield ctx, headers
 
@@ -85,7 +63,8 @@ Call = Callable[..., dict[str, Any]]
 
 
 @contextlib.contextmanager
-def client(endpoint: str, ca_pem: str, kubeconfig: str | None, timeout: float = 10) -> Iterator[Call]:
+def client(endpoint: str, ca_pem: str, kubeconfig: str | kubeconfigs.Credentials | None,
+           timeout: float = 10) -> Iterator[Call]:
     """Any request of the API server, TLS verified against the cluster CA, as the admin:
     ``call(method, path, body=None, *, patch=False)`` returns the JSON answer (``{}`` for a non-JSON
     one). A body is sent as JSON (``patch``: as a merge patch). Anything but 2xx raises
