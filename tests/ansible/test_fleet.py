@@ -275,3 +275,44 @@ def test_the_lab_refuses_an_execution_section_it_does_not_run(tmp_path):
     assert f"{env}: execution.receptor_socket: the lab's Receptor control socket is " \
            "/var/lib/skyrack/lab/skyrackf0/receptor/control.sock; set that" in text, text
     assert f"{env}: execution.controller: the lab's Receptor listens on 198.18.50.1:27199; set that" in text
+
+
+def test_a_work_unit_its_node_never_took_is_released_and_submitted_again(monkeypatch, tmp_path):
+    """Receptor 1.4 can leave a unit Pending for good when its first start on the node fails under load: the
+    join releases it (inside the wait) and submits the run afresh; a unit the node itself created is never
+    submitted twice (the run could start there), nor is a run submitted more than the attempts allow."""
+    import io
+
+    from skyrack.join import receptor
+
+    route = receptor.Route("/nonexistent.sock", "x01")
+
+    def hand_off(verdicts: list) -> tuple[list[str], str | Exception]:
+        submitted: list[str] = []
+        payloads: list[bytes] = []
+
+        def submit(_route, _run_dir, payload):
+            payloads.append(payload.read())
+            submitted.append(f"u{len(submitted) + 1}")
+            return submitted[-1]
+
+        def wait(_route, unit_id, _timeout):
+            verdict = verdicts[len(submitted) - 1]
+            if verdict != "taken":
+                raise receptor.NotTaken(f"{unit_id} not taken", on_node=verdict == "on node")
+
+        monkeypatch.setattr(receptor, "_submit", submit)
+        monkeypatch.setattr(receptor, "_wait_handed_off", wait)
+        try:
+            result: str | Exception = receptor._hand_off(route, tmp_path, io.BytesIO(b"payload"), attempts=3)
+        except receptor.NotTaken as exc:
+            result = exc
+        assert set(payloads) == {b"payload"}  # every submission sends the whole payload
+        return submitted, result
+
+    assert hand_off(["taken"]) == (["u1"], "u1")
+    assert hand_off(["pending", "taken"]) == (["u1", "u2"], "u2")
+    submitted, result = hand_off(["pending", "on node"])
+    assert submitted == ["u1", "u2"] and isinstance(result, receptor.NotTaken) and "u2" in str(result)
+    submitted, result = hand_off(["pending"] * 5)
+    assert submitted == ["u1", "u2", "u3"] and isinstance(result, receptor.NotTaken)

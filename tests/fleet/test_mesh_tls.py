@@ -10,6 +10,7 @@ certificate names the node: the impostor gets none.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import time
@@ -112,7 +113,7 @@ def controller(tmp_path):
     def handed_off(node_id: str, unit_id: str, timeout: float = 5) -> None:  # what the join waits for
         receptor._wait_handed_off(receptor.Route(str(mesh.socket_path(paths)), node_id), unit_id, timeout=timeout)
 
-    yield node, routed, submit, handed_off, paths.log_dir / "receptor.log", leave
+    yield node, routed, submit, handed_off, paths.log_dir / "receptor.log", leave, str(mesh.socket_path(paths))
     for proc in procs.values():
         proc.terminate()
         proc.wait(timeout=10)
@@ -121,7 +122,7 @@ def controller(tmp_path):
 
 
 def test_an_execution_node_joins_the_mesh_over_mutual_tls_and_takes_work(controller):
-    node, routed, submit, handed_off, log, _leave = controller
+    node, routed, submit, handed_off, log, _leave, _socket = controller
     node("x01")
     assert routed() == {"x01": "x01"}
     status = submit("x01")  # it reached the node's worker (which refuses the payload)
@@ -131,7 +132,7 @@ def test_an_execution_node_joins_the_mesh_over_mutual_tls_and_takes_work(control
 
 
 def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_work(controller):
-    node, routed, submit, handed_off, controller_log, leave = controller
+    node, routed, submit, handed_off, controller_log, leave, socket = controller
     other = pki.create_ca("not the mesh's CA")
     forged = pki.issue(other, "x01", server=True, client=True, other_names=[(cloud_init.RECEPTOR_NODE_ID_OID, "x01")])
     node("x01", plain=True)  # no TLS
@@ -146,6 +147,17 @@ def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_wor
     with pytest.raises(receptor.WorkFailed, match="execution node x09 did not take the work within 5 s"):
         handed_off("x09", status["unitid"])  # and the join fails that rack, it does not wait for ever
     assert "nodeID=x08 not found in certificate name(s); names found=[x02]" in log.read_text()
+    # the join submits a run its node did not take afresh, each unit released before the next: none is left
+    started = time.monotonic()
+    with pytest.raises(receptor.NotTaken, match="execution node x09 did not take the work within 2 s"):
+        receptor._hand_off(receptor.Route(socket, "x09"), Path("/tmp/skyrack-mesh-test"), io.BytesIO(b"payload"),
+                           attempts=2, timeout=2)
+    assert time.monotonic() - started >= 4  # two units, each given its time
+    ctl = receptor._control(socket)
+    try:
+        assert ctl.simple_command("work list") == {}
+    finally:
+        ctl.close()
     # a node that leaves the mesh while its work waits fails the rack then, not at the hand-off's deadline
     unit = submit("x09", wait=2)["unitid"]
     leave("x09")
@@ -156,7 +168,7 @@ def test_nodes_without_the_mesh_certificate_stay_out_and_an_impostor_gets_no_wor
 
 
 def test_an_execution_node_runs_only_work_the_controller_signed(controller):
-    node, routed, submit, _handed_off, _log, _leave = controller
+    node, routed, submit, _handed_off, _log, _leave, _socket = controller
     node("x01")
     assert routed() == {"x01": "x01"}
     with pytest.raises(RuntimeError, match="could not verify signature: signature is empty"):

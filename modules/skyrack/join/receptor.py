@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from socket import SHUT_RDWR
-from typing import Any
+from typing import IO, Any
 
 import ansible_runner
 
@@ -38,12 +38,15 @@ from .node_files import ANSIBLE_DIR, TEMPLATES
 WORK_TYPE = cloud_init.RECEPTOR_WORK_TYPE  # the execution node's receptor `work-command` (its user-data)
 WATCH_EVERY = 2.0  # seconds between checks that the rack's node is still in the mesh
 WORKER_DIR = "/dev/shm"  # noqa: S108 - where the worker unpacks a run on the node: memory, removed after (--delete)
-# seconds a work unit may stay Pending (not yet on its node) before the rack fails, while the node is still in
-# the mesh (one that leaves fails the rack at once). Receptor retries a failed connection to the node's control
-# service with a backoff growing 1.5x from 1 s to 1 min, so one busy moment on the node (its 5 s hello missed)
-# can hold a unit Pending past a minute: a CI run lost a rack at 60 s that way. Five minutes is several of
-# its longest retries.
-HANDOFF_TIMEOUT = 300.0
+# How long a work unit may stay Pending (not yet on its node) while the node is still in the mesh (one that
+# leaves fails the rack at once), and how often it is submitted afresh. Receptor 1.4 makes one attempt to
+# start a unit on its node at once; when that fails (the node's control service must answer within 5 s, and
+# a loaded node may not), it retries in the background with a backoff growing 1.5x from 1 s to a minute, and
+# if that background start itself fails the unit stays Pending for good (remote_work.go). CI runs on a loaded
+# machine lost a rack at a 60 s bound that way, twice. So: 90 s per unit, then a unit the node never took
+# (no remote unit ID: nothing can start there) is released and submitted again, three units in all.
+HANDOFF_TIMEOUT = 90.0
+HANDOFF_ATTEMPTS = 3
 SECRETS_FILE = "skyrack-secrets.yml"  # in the staged run's env/ (memory), never in the record
 
 
@@ -53,6 +56,14 @@ class NodeLost(RuntimeError):
 
 class WorkFailed(RuntimeError):
     """The work unit ended without a run (the worker could not start or died): the reason, for the report."""
+
+
+class NotTaken(WorkFailed):
+    """The work unit stayed Pending on the controller; `on_node`: the node had created its side of it."""
+
+    def __init__(self, message: str, on_node: bool):
+        super().__init__(message)
+        self.on_node = on_node
 
 
 @dataclass(frozen=True)
@@ -164,7 +175,6 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
     as a local run reads them), the payload a 0600 file in memory too; Receptor keeps work units in
     memory (its datadir on tmpfs, both ends), and the worker unpacks the run into /dev/shm on the node
     and deletes it when the run ends. What comes back (events, artifacts) is what a local run records."""
-    ctl = _control(route.socket)
     with tempfile.TemporaryDirectory(prefix="skyrack-stage-", dir=memory_dir()) as stage, \
             tempfile.NamedTemporaryFile(prefix="skyrack-payload-", dir=memory_dir()) as payload:
         staged = Path(stage) / run_dir.name
@@ -181,21 +191,7 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
             if f.name != SECRETS_FILE and not (run_dir / "env" / f.name).exists():
                 shutil.copy2(f, run_dir / "env" / f.name)
         payload.flush()
-        payload.seek(0)
-        try:
-            # the worker unpacks into its own directory and deletes it when the job ends
-            # tlsclient: the controller's Receptor hands the work to the node over TLS and checks that the
-            # node's certificate names it (a node claiming another's ID gets no work)
-            # signwork: execution nodes run only work signed with the controller's key
-            unit = ctl.submit_work(WORK_TYPE, payload.file, node=route.node, tlsclient=cloud_init.RECEPTOR_TLS,
-                                   signwork=True, params={"params": f"--private-data-dir={worker_dir(run_dir)} "
-                                                                   "--delete"})
-        except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
-            raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
-        finally:
-            ctl.close()
-    unit_id = unit["unitid"]
-    _wait_handed_off(route, unit_id)
+        unit_id = _hand_off(route, run_dir, payload.file)
     try:
         sock, sockfile = _control(route.socket).get_work_results(unit_id, return_socket=True, return_sockfile=True)
     except (OSError, RuntimeError, ValueError) as exc:
@@ -238,6 +234,39 @@ def run(route: Route, run_dir: Path, kwargs: dict[str, Any], event_handler: Call
         _release(route.socket, unit_id)
 
 
+def _submit(route: Route, run_dir: Path, payload: IO[bytes]) -> str:
+    """One work unit for the node, the payload (from where it stands) its stdin; its ID."""
+    ctl = _control(route.socket)
+    try:
+        # the worker unpacks into its own directory and deletes it when the job ends
+        # tlsclient: the controller's Receptor hands the work to the node over TLS and checks that the
+        # node's certificate names it (a node claiming another's ID gets no work)
+        # signwork: execution nodes run only work signed with the controller's key
+        unit = ctl.submit_work(WORK_TYPE, payload, node=route.node, tlsclient=cloud_init.RECEPTOR_TLS,
+                               signwork=True, params={"params": f"--private-data-dir={worker_dir(run_dir)} --delete"})
+    except (OSError, RuntimeError, ValueError) as exc:  # the node went away between the check and now
+        raise WorkFailed(f"could not hand the run to execution node {route.node}: {exc}") from None
+    finally:
+        ctl.close()
+    return str(unit["unitid"])
+
+
+def _hand_off(route: Route, run_dir: Path, payload: IO[bytes], attempts: int = HANDOFF_ATTEMPTS,
+              timeout: float = HANDOFF_TIMEOUT) -> str:
+    """Submit the run until its node takes it (see HANDOFF_TIMEOUT): the ID of the unit it took. A unit left
+    Pending that the node never created is released before the next is submitted, so the run starts once."""
+    for attempt in range(1, attempts + 1):
+        payload.seek(0)
+        unit_id = _submit(route, run_dir, payload)
+        try:
+            _wait_handed_off(route, unit_id, timeout)
+            return unit_id
+        except NotTaken as exc:
+            if exc.on_node or attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _wait_handed_off(route: Route, unit_id: str, timeout: float = HANDOFF_TIMEOUT) -> None:
     """Until the work unit has left Pending (the node took it). A node whose certificate does not name it
     never does: the controller's Receptor refuses to hand it work (and logs RVF ReceptorNameError)."""
@@ -258,10 +287,11 @@ def _wait_handed_off(route: Route, unit_id: str, timeout: float = HANDOFF_TIMEOU
             raise NodeLost(f"execution node {route.node} left the Receptor mesh before it took the work")
         if time.monotonic() > deadline:
             _release(route.socket, unit_id)
-            raise WorkFailed(f"execution node {route.node} did not take the work within {timeout:.0f} s "
+            on_node = bool((st.get("ExtraData") or {}).get("RemoteUnitID"))
+            raise NotTaken(f"execution node {route.node} did not take the work within {timeout:.0f} s "
                              f"({' '.join(str(st.get('Detail', '')).split())[:200] or 'no detail'}); over the mesh's "
                              f"TLS it must present a certificate naming {route.node} (the controller's Receptor "
-                             f"log says RVF ReceptorNameError otherwise)")
+                             f"log says RVF ReceptorNameError otherwise)", on_node)
         time.sleep(1.0)
 
 
