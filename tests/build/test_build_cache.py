@@ -55,7 +55,7 @@ def test_an_unbuildable_version_fails_with_the_component_and_its_log(tmp_path, m
     """A version the Go module proxy does not have: one line naming what failed and where its log is."""
     monkeypatch.setattr(cache, "ROOT", tmp_path)
     bogus = dataclasses.replace(upstream.KUBERNETES_BUILDS["1.37.2"], version="1.37.999")
-    monkeypatch.setattr(k8s, "_entry", lambda c, v, b, **kw: cache.Entry(c, v, {"k": b.version, **kw}, root=tmp_path))
+    monkeypatch.setattr(k8s, "component_entry", lambda c, v, b, **kw: cache.Entry(c, v, {"k": b.version, **kw}, root=tmp_path))
     with pytest.raises(cache.BuildError) as exc:
         k8s.kubernetes(bogus, say=lambda _m: None)
     message = str(exc.value)

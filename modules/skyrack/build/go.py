@@ -8,6 +8,7 @@ components that share Kubernetes' libraries compile them once.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -67,6 +68,11 @@ def run(args: Sequence[str], cwd: Path, entry: Entry, log, what: str, env: dict[
         raise BuildError(f"{entry.component} {entry.version}: {what} failed (exit {proc.returncode}); "
                          f"see {log.name}")
     return proc.stdout
+
+
+def download(module: str, entry: Entry, log) -> dict:
+    """`go mod download -json module@version`: where the module is (Dir), its go.mod (GoMod)."""
+    return json.loads(run(["mod", "download", "-json", module], Path("/"), entry, log, f"downloading {module}"))
 
 
 def build(args: Sequence[str], cwd: Path, entry: Entry, log, say: Say, env: dict[str, str] | None = None) -> None:

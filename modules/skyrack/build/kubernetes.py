@@ -66,14 +66,9 @@ class Binaries:
         return {"coredns": self.coredns / "bin/coredns", "pause": self.pause / "bin/pause"}[name]
 
 
-def _entry(component: str, version: str, b: KubernetesBuild, **extra: object) -> Entry:
+def component_entry(component: str, version: str, b: KubernetesBuild, **extra: object) -> Entry:
     return Entry(component, version, {"recipe": RECIPE_VERSION, "go": go.version(), "kubernetes": b.version,
                                       "fallbacks": b.staging_fallbacks, "tags": BUILD_TAGS, **extra})
-
-
-def _download(module: str, entry: Entry, log) -> dict:
-    out = go.run(["mod", "download", "-json", module], Path("/"), entry, log, f"downloading {module}")
-    return json.loads(out)
 
 
 def _staging_replaces(kubernetes_gomod: str, entry: Entry, log) -> list[str]:
@@ -108,22 +103,27 @@ def _replace_staging(module_dir: Path, b: KubernetesBuild, entry: Entry, log, st
             *args], module_dir, entry, log, "pointing the staging modules at their releases")
 
 
+def wrapper_module(src: Path, b: KubernetesBuild, e: Entry, log) -> Path:
+    """`src`: a module requiring k8s.io/kubernetes at `b`, its staging modules at their releases."""
+    src.mkdir()
+    (src / "go.mod").write_text(f"module skyrack.invalid/kubernetes-build\n\ngo {b.go}\n")
+    info = go.download(f"k8s.io/kubernetes@{b.tag}", e, log)
+    _replace_staging(src, b, e, log, _staging_replaces(info["GoMod"], e, log))
+    return src
+
+
 def kubernetes(b: KubernetesBuild, say: Say) -> Path:
-    entry = _entry("kubernetes", b.tag, b, commands=K8S_COMMANDS + E2E_COMMANDS)
+    e = component_entry("kubernetes", b.tag, b, commands=K8S_COMMANDS + E2E_COMMANDS)
 
     def build(out: Path) -> None:
-        with entry.log().open("w") as log:
-            src = out / "src"
-            src.mkdir()
-            (src / "go.mod").write_text(f"module skyrack.invalid/kubernetes-build\n\ngo {b.go}\n")
-            info = _download(f"k8s.io/kubernetes@{b.tag}", entry, log)
-            _replace_staging(src, b, entry, log, _staging_replaces(info["GoMod"], entry, log))
+        with e.log().open("w") as log:
+            src = wrapper_module(out / "src", b, e, log)
             go.build(["-mod=mod", "-trimpath", "-tags", BUILD_TAGS, "-ldflags", go.ldflags_version(b.tag, b.minor),
                       "-o", str(out / "bin") + "/", *[f"k8s.io/kubernetes/cmd/{c}" for c in K8S_COMMANDS],
                       *[f"k8s.io/kubernetes/test/images/{c}" for c in E2E_COMMANDS]],
-                     src, entry, log, say)
-            _check_versions(out / "bin", b, entry, log)
-    return ensure(entry, build, say)
+                     src, e, log, say)
+            _check_versions(out / "bin", b, e, log)
+    return ensure(e, build, say)
 
 
 # upstream's Stage files the simulated fleet runs (kustomize/stage/ in the module): nodes become Ready and keep
@@ -135,7 +135,7 @@ KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node
 def kwok(b: KubernetesBuild, say: Say) -> Path:
     """KWOK's controller, against this Kubernetes' client modules: `<entry>/bin/kwok`, `<entry>/stages/`."""
     v = upstream.KWOK_VERSION
-    entry = _entry("kwok", v, b, stages=list(KWOK_STAGES))
+    entry = component_entry("kwok", v, b, stages=list(KWOK_STAGES))
 
     def build(out: Path) -> None:
         with entry.log().open("w") as log:
@@ -143,7 +143,7 @@ def kwok(b: KubernetesBuild, say: Say) -> Path:
             src.mkdir()
             (src / "go.mod").write_text(f"module skyrack.invalid/kwok-build\n\ngo {b.go}\n\n"
                                         f"require sigs.k8s.io/kwok {v}\n")
-            info = _download(f"k8s.io/kubernetes@{b.tag}", entry, log)
+            info = go.download(f"k8s.io/kubernetes@{b.tag}", entry, log)
             staging = _staging_replaces(info["GoMod"], entry, log)
             go.run(["mod", "edit", *[f"-replace={m}={m}@{_staging_version(m, b, entry, log)}" for m in staging]],
                    src, entry, log, "pointing the Kubernetes modules at this cluster's release")
@@ -151,7 +151,7 @@ def kwok(b: KubernetesBuild, say: Say) -> Path:
                       f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={v.lstrip('v')} "
                       f"-X sigs.k8s.io/kwok/pkg/consts.KubeVersion={b.version}",
                       "-o", str(out / "bin/kwok"), "sigs.k8s.io/kwok/cmd/kwok"], src, entry, log, say)
-            module = Path(_download(f"sigs.k8s.io/kwok@{v}", entry, log)["Dir"])
+            module = Path(go.download(f"sigs.k8s.io/kwok@{v}", entry, log)["Dir"])
             (out / "stages").mkdir()
             for stage in KWOK_STAGES:
                 shutil.copyfile(module / "kustomize/stage" / stage, out / "stages" / Path(stage).name)
@@ -194,7 +194,7 @@ func main() {{ coremain.Run() }}
 
 
 def coredns(b: KubernetesBuild, say: Say) -> Path:
-    entry = _entry("coredns", b.coredns, b, plugins=COREDNS_PLUGINS)
+    entry = component_entry("coredns", b.coredns, b, plugins=COREDNS_PLUGINS)
     order = COREDNS_PLUGINS
 
     def build(out: Path) -> None:
@@ -221,13 +221,13 @@ def coredns(b: KubernetesBuild, say: Say) -> Path:
 
 def pause(b: KubernetesBuild, say: Say) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc")
-    entry = _entry("pause", b.pause, b, cc="static")
+    entry = component_entry("pause", b.pause, b, cc="static")
 
     def build(out: Path) -> None:
         if cc is None:
             raise BuildError("pause: no C compiler (cc) on this machine; install gcc (build-essential)")
         with entry.log().open("w") as log:
-            info = _download(f"k8s.io/kubernetes@{b.tag}", entry, log)
+            info = go.download(f"k8s.io/kubernetes@{b.tag}", entry, log)
             source = Path(info["Dir"]) / "build/pause/linux/pause.c"
             (out / "bin").mkdir()
             cmd = [cc, "-Os", "-Wall", "-Werror", "-static", f'-DVERSION=v{b.pause}-skyrack', "-o",

@@ -66,10 +66,6 @@ def _entry(component: str, version: str, b: PulumiBuild, **extra: object) -> Ent
                                       "tags": TAGS, **extra})
 
 
-def _download(module: str, entry: Entry, log) -> dict:
-    return json.loads(go.run(["mod", "download", "-json", module], Path("/"), entry, log, f"downloading {module}"))
-
-
 def _versioned_replaces(gomod: str, entry: Entry, log) -> list[str]:
     """`-replace` flags for upstream's replaces that name a published version (relative ones are re-pointed)."""
     data = json.loads(go.run(["mod", "edit", "-json", gomod], Path("/"), entry, log, f"reading {gomod}"))
@@ -106,7 +102,7 @@ def cli(b: PulumiBuild, say: Say) -> Path:
 
     def build(out: Path) -> None:
         with entry.log().open("w") as log:
-            info = _download(f"{PKG}@{b.tag}", entry, log)
+            info = go.download(f"{PKG}@{b.tag}", entry, log)
             src = out / "src"
             _wrapper(src, "pulumi-build", b.go, [f"{PKG}@{b.tag}", f"{SDK}@{b.tag}"],
                      _versioned_replaces(info["GoMod"], entry, log), entry, log)
@@ -161,7 +157,7 @@ def dynamic_provider(b: PulumiBuild, say: Say) -> Path:
 
 def _sdk_script(b: PulumiBuild, path: str, bin_dir: Path, entry: Entry, log) -> None:
     """Copy a script of the Python SDK's own release (the sdk/v3 module zip at its tag) into bin_dir."""
-    sdk = _download(f"{SDK}@{b.tag}", entry, log)
+    sdk = go.download(f"{SDK}@{b.tag}", entry, log)
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / Path(path).name
     shutil.copyfile(Path(sdk["Dir"]) / path, script)
@@ -173,7 +169,7 @@ def kubernetes_provider(b: PulumiBuild, say: Say) -> Path:
 
     def build(out: Path) -> None:
         with entry.log().open("w") as log:
-            info = _download(f"{K8S_PROVIDER}@{b.kubernetes_provider}", entry, log)
+            info = go.download(f"{K8S_PROVIDER}@{b.kubernetes_provider}", entry, log)
             src = out / "src"
             _writable_copy(info["Dir"], src)
             # its own pkg/sdk releases (go.mod): its code does not compile against the CLI's (PackageSpec.Provider
