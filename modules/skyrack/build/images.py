@@ -4,8 +4,12 @@ Each image is an OCI layout made with `umoci` (Debian's package): a root filesys
 out here, one layer, the entrypoint and user upstream's image has. Most are a static
 binary on an empty filesystem, as upstream's distroless images are; kube-proxy also needs
 iptables, so it gets a Debian minbase root with iptables and conntrack, as upstream's
-image does. Prometheus (the cluster layer's monitoring) is upstream's layout: /bin/prometheus, run as
-nobody, /prometheus its working and data directory. `skopeo` copies a layout into the lab's registry (`publish`).
+image does. agnhost (upstream's e2e test image: the lab's cluster tests and Kubernetes' conformance suite run it)
+is upstream's layout on a Debian minbase root with the tools its tests exec in it (a shell, curl, dig, nc, ip,
+iperf, socat: upstream's image is Alpine with the same), CoreDNS at /coredns, porter's test certificate, the
+agnhost-2 link and the user and group the supplemental-groups tests look up. Prometheus (the cluster layer's
+monitoring) is upstream's layout: /bin/prometheus, run as nobody, /prometheus its working and data directory.
+`skopeo` copies a layout into the lab's registry (`publish`).
 """
 
 from __future__ import annotations
@@ -16,14 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..upstream import KubernetesBuild
-from . import mirrors
+from . import go, mirrors
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 NONROOT = 65532  # upstream's distroless "nonroot" user
 NOBODY = 65534  # upstream's Prometheus image runs as nobody
 PROXY_PACKAGES = ("iptables", "conntrack", "kmod")
+# upstream's agnhost Dockerfile: apk add bind-tools curl netcat-openbsd iproute2 iperf bash util-linux socat
+# (bash and util-linux are in every Debian minbase root)
+AGNHOST_PACKAGES = ("bind9-dnsutils", "curl", "netcat-openbsd", "iproute2", "iperf", "socat")
+# upstream's agnhost image: `adduser -u 1000 -D user-defined-in-image; addgroup -g 50000 group-defined-in-image;
+# addgroup user-defined-in-image group-defined-in-image` (the SupplementalGroupsPolicy tests read them)
+AGNHOST_USERS = "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
+AGNHOST_GROUP = "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
+PORTER_CERTS = ("localhost.crt", "localhost.key")  # test/images/agnhost/porter: a public test key, by design
 
 
 @dataclass(frozen=True)
@@ -32,8 +44,9 @@ class ImageSpec:
     binaries: tuple[str, ...]
     entrypoint: tuple[str, ...]
     user: int = 0
-    debian: bool = False  # a Debian root (kube-proxy) instead of an empty one
+    packages: tuple[str, ...] = ()  # a Debian minbase root with these (kube-proxy, agnhost) instead of an empty one
     file_caps: str = ""  # file capabilities of the entrypoint (setcap), as upstream's image sets them
+    cmd: tuple[str, ...] = ()
 
 
 SPECS = (
@@ -43,9 +56,9 @@ SPECS = (
     # nonroot binding port 53: upstream's image gives /coredns cap_net_bind_service as a file capability
     ImageSpec("coredns", ("coredns",), ("/coredns",), user=NONROOT, file_caps="cap_net_bind_service=+ep"),
     ImageSpec("pause", ("pause",), ("/pause",), user=NONROOT),
-    ImageSpec("kube-proxy", ("kube-proxy",), ("/usr/local/bin/kube-proxy",), debian=True),
-    # upstream's e2e image, for the lab's cluster tests (not part of a cluster)
-    ImageSpec("agnhost", ("agnhost",), ("/agnhost",)),
+    ImageSpec("kube-proxy", ("kube-proxy",), ("/usr/local/bin/kube-proxy",), packages=PROXY_PACKAGES),
+    # upstream's e2e image, for the lab's cluster tests and the conformance suite (not part of a cluster)
+    ImageSpec("agnhost", ("agnhost", "coredns"), ("/agnhost",), packages=AGNHOST_PACKAGES, cmd=("pause",)),
     ImageSpec("prometheus", ("prometheus",), ("/bin/prometheus",), user=NOBODY),
 )
 TARGET = {"coredns": "coredns", "pause": "pause", "agnhost": "agnhost", "prometheus": "bin/prometheus"}
@@ -58,7 +71,7 @@ def _run(cmd: list[str], log, what: str) -> None:
         raise BuildError(f"images: {what} failed; see {log.name}")
 
 
-def _skeleton(root: Path) -> None:
+def skeleton(root: Path) -> None:
     """What a distroless root has: /etc/passwd with root and nonroot, /tmp, CA certificates."""
     (root / "etc").mkdir(parents=True, exist_ok=True)
     (root / "tmp").mkdir(mode=0o1777, exist_ok=True)
@@ -72,41 +85,63 @@ def _skeleton(root: Path) -> None:
         shutil.copy2(certs, root / "etc/ssl/certs/ca-certificates.crt")
 
 
-def _debian_root(root: Path, suite: str, log) -> None:
+def _debian_root(root: Path, suite: str, spec: ImageSpec, log) -> None:
     source = mirrors.primary(suite)
     if source is None:
-        raise BuildError(f"images: no HTTP Debian source for {suite!r} in /etc/apt (kube-proxy's image needs one)")
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(PROXY_PACKAGES)}", suite, str(root), source.uri],
-         log, "debootstrap for kube-proxy's image")
+        raise BuildError(f"images: no HTTP Debian source for {suite!r} in /etc/apt ({spec.name}'s image needs one)")
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(spec.packages)}", suite, str(root), source.uri],
+         log, f"debootstrap for {spec.name}'s image")
     subprocess.run(["chroot", str(root), "apt-get", "clean"], stdout=log, stderr=log, check=False)
     for sub in ("var/lib/apt/lists", "var/cache/apt", "var/log"):
         shutil.rmtree(root / sub, ignore_errors=True)
         (root / sub).mkdir(parents=True, exist_ok=True)
 
 
-def _image(spec: ImageSpec, ref: str, bins: Binaries, layout: Path, work: Path, suite: str, log) -> None:
-    tag = ref.rsplit(":", 1)[1]
-    image = f"{layout}:{spec.name}-{tag}"
+def _agnhost_layout(root: Path, k8s_dir: Path) -> None:
+    """What upstream's agnhost Dockerfile adds beside the binary."""
+    (root / "uploads").mkdir(exist_ok=True)  # netexec's upload directory
+    for name in PORTER_CERTS:  # porter serves TLS with these from its working directory, /
+        shutil.copy2(k8s_dir / "test/images/agnhost/porter" / name, root / name)
+    (root / "agnhost-2").symlink_to("agnhost")  # the entrypoint tests run the image's agnhost-2
+    with (root / "etc/passwd").open("a") as f:
+        f.write(AGNHOST_USERS)
+    with (root / "etc/group").open("a") as f:
+        f.write(AGNHOST_GROUP)
+
+
+def _image(spec: ImageSpec, ref: str, bins: Binaries, layout: Path, work: Path, suite: str, k8s_dir: Path,
+           log) -> None:
     root = work / spec.name
-    if spec.debian:
-        _debian_root(root, suite, log)
-    _skeleton(root)
+    if spec.packages:
+        _debian_root(root, suite, spec, log)
+    skeleton(root)
     for b in spec.binaries:
         dest = root / TARGET.get(b, f"usr/local/bin/{b}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(bins.path(b), dest)
     if spec.file_caps:
         _run(["setcap", spec.file_caps, str(root / spec.entrypoint[0].lstrip("/"))], log, f"setcap {spec.name}")
+    if spec.name == "agnhost":
+        _agnhost_layout(root, k8s_dir)
+    assemble(layout, layout_tag(spec.name, ref), root, log, user=spec.user, entrypoint=spec.entrypoint,
+             cmd=spec.cmd)
+    shutil.rmtree(root)
+
+
+def assemble(layout: Path, tag: str, root: Path, log, *, user: int, entrypoint: tuple[str, ...],
+             cmd: tuple[str, ...] = ()) -> None:
+    """Add the image `tag` to the OCI layout: `root` as its one layer, run as `user`."""
+    image = f"{layout}:{tag}"
     if not (layout / "index.json").exists():
         _run(["umoci", "init", "--layout", str(layout)], log, "umoci init")
-    _run(["umoci", "new", "--image", image], log, f"umoci new {spec.name}")
-    _run(["umoci", "insert", "--image", image, str(root), "/"], log, f"umoci insert {spec.name}")
-    _run(["umoci", "config", "--image", image, "--config.user", f"{spec.user}:{spec.user}",
+    _run(["umoci", "new", "--image", image], log, f"umoci new {tag}")
+    _run(["umoci", "insert", "--image", image, str(root), "/"], log, f"umoci insert {tag}")
+    _run(["umoci", "config", "--image", image, "--config.user", f"{user}:{user}",
           "--config.workingdir", "/",
           "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-          *[a for e in spec.entrypoint for a in ("--config.entrypoint", e)],
-          "--os", "linux", "--architecture", "amd64", "--no-history"], log, f"umoci config {spec.name}")
-    shutil.rmtree(root)
+          *[a for e in entrypoint for a in ("--config.entrypoint", e)],
+          *[a for c in cmd for a in ("--config.cmd", c)],
+          "--os", "linux", "--architecture", "amd64", "--no-history"], log, f"umoci config {tag}")
 
 
 def build(b: KubernetesBuild, bins: Binaries, suite: str, say: Say) -> Path:
@@ -115,15 +150,16 @@ def build(b: KubernetesBuild, bins: Binaries, suite: str, say: Say) -> Path:
     entry = Entry("images", b.tag, {"recipe": RECIPE_VERSION, "images": refs, "suite": suite,
                                     "binaries": sorted({str(p) for p in (bins.kubernetes, bins.coredns,
                                                                          bins.pause, bins.prometheus)}),
-                                    "proxy_packages": PROXY_PACKAGES})
+                                    "packages": {s.name: s.packages for s in SPECS if s.packages}})
 
     def make(out: Path) -> None:
         say(f"images {b.tag}: assembling {', '.join(s.name for s in SPECS)} (umoci)")
         with entry.log().open("w") as log:
             work = out / "work"
             work.mkdir()
+            k8s_dir = Path(go.download(f"k8s.io/kubernetes@{b.tag}", entry, log)["Dir"])  # porter's certificate
             for spec in SPECS:
-                _image(spec, refs[spec.name], bins, out / "oci", work, suite, log)
+                _image(spec, refs[spec.name], bins, out / "oci", work, suite, k8s_dir, log)
             shutil.rmtree(work)
     return ensure(entry, make, say) / "oci"
 
@@ -133,15 +169,18 @@ def layout_tag(name: str, ref: str) -> str:
 
 
 def publish(layout: Path, b: KubernetesBuild, registry: str, log_path: Path, ca_dir: Path) -> list[str]:
-    """Copy every image into `registry` (host:port, HTTPS) under upstream's name, verifying the registry's
-    certificate against the CA(s) in `ca_dir` (skopeo's --dest-cert-dir: its *.crt files)."""
+    """Copy every image into `registry` (host:port, HTTPS) under upstream's name (`push`)."""
+    refs = {layout_tag(spec.name, b.images()[spec.name]): b.images()[spec.name] for spec in SPECS}
+    return push(layout, refs, registry, log_path, ca_dir)
+
+
+def push(layout: Path, refs: dict[str, str], registry: str, log_path: Path, ca_dir: Path) -> list[str]:
+    """Copy each image of the layout (its tag -> upstream reference) into `registry` under the reference,
+    verifying the registry's certificate against the CA(s) in `ca_dir` (skopeo's --dest-cert-dir: *.crt)."""
     pushed = []
     with log_path.open("a") as log:
-        for spec in SPECS:
-            ref = b.images()[spec.name]
-            dest = f"docker://{registry}/{ref}"
-            source = f"oci:{layout}:{layout_tag(spec.name, ref)}"
-            _run(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(ca_dir), source, dest], log,
-                 f"pushing {ref} to {registry}")
+        for tag, ref in refs.items():
+            _run(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(ca_dir), f"oci:{layout}:{tag}",
+                  f"docker://{registry}/{ref}"], log, f"pushing {ref} to {registry}")
             pushed.append(ref)
     return pushed
