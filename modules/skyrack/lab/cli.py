@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from .. import build
+from ..build import conformance as suite_build
 from ..cliutil import CONFIGS, DEFAULT_ENV, EnvArg, JsonOpt, dump_json, env_path, err, guarded, ok, out
 from ..engine import EngineError
 from ..kube import health
@@ -139,13 +140,24 @@ def stop(host: Annotated[str, typer.Argument(help="Host to power off (`up` boots
 
 
 @app.command("build")
-def build_cmd(path: EnvArg = DEFAULT_ENV, as_json: JsonOpt = False) -> None:
+def build_cmd(
+    path: EnvArg = DEFAULT_ENV,
+    with_conformance: Annotated[bool, typer.Option(
+        "--conformance", help="Also build Kubernetes' conformance suite (e2e.test, ginkgo) and the images it runs "
+                              "that this machine builds (bench/conformance.py, the lab's conformance test).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Build (once, cached) what the lab needs: Kubernetes (binaries, apt repository, images) and the Pulumi
     engine; list the cache."""
     lab = _run(lambda: lifecycle.open_lab(path), as_json)
     if lab.kubernetes is not None:
-        _run(lambda: build.ensure(lab.kubernetes, lab.cfg.suite, say=lambda m: err.print(f"[bold]build[/bold] {m}")),
-             as_json)
+        b = lab.kubernetes
+
+        def say(m: str) -> None:
+            err.print(f"[bold]build[/bold] {m}")
+        _run(lambda: build.ensure(b, lab.cfg.suite, say=say), as_json)
+        if with_conformance:
+            _run(lambda: suite_build.suite_images(b, suite_build.suite(b, say), say), as_json)
     entries = build.report()
     if as_json:
         dump_json(ok(kubernetes=lab.plan.env.kubernetes.version if lab.kubernetes else None, cache=entries))

@@ -172,5 +172,13 @@ def fill_registry(paths: Paths, site: Site, artifacts: build.Artifacts) -> list[
         raise SiteError(str(exc)) from None
 
 
+def push_images(paths: Paths, site: Site, layout: Path, refs: dict[str, str]) -> list[str]:
+    """Push more images (the layout's tag -> upstream reference) into the running registry, as fill_registry."""
+    try:
+        return images.push(layout, refs, site.registry_addr, paths.log_dir / "registry-fill.log", ca_dir=SITE_CA_DIR)
+    except build.BuildError as exc:
+        raise SiteError(str(exc)) from None
+
+
 if __name__ == "__main__":  # ./dev setup: the lab's site CA exists before configs/lab.yaml is first read
     print(f"the lab's site CA: {ensure_ca()}")

@@ -1,0 +1,201 @@
+"""Kubernetes' own conformance suite, at the cluster's release, and the images its tests run (issue #26).
+
+* `suite(b)`: `e2e.test`, upstream's end-to-end suite (`go test -c k8s.io/kubernetes/test/e2e`), and the
+  `ginkgo` CLI at the version Kubernetes requires (it runs `e2e.test` in parallel processes, as upstream's
+  conformance image does). Both are built in the wrapper module the Kubernetes build uses
+  (skyrack.build.kubernetes), so the packages they share with the cluster's binaries are compiled once. Beside
+  them `images.txt`: what `e2e.test --list-images` says the suite can run.
+* `suite_images(b, suite_dir)`: the suite's images this machine builds, under upstream's names, in one OCI layout:
+  agnhost and pause are the cluster's own build (skyrack.build.images, already in the site's registry);
+  busybox is Debian's `busybox-static` with its applets linked as upstream's image has them. Every other image
+  of the list is in `UNBUILT` with the reason, so a test that needs one is reported, not mistaken for a
+  failure of the cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..upstream import KubernetesBuild
+from . import go, images
+from . import kubernetes as k8s
+from .cache import BuildError, Entry, Say, ensure
+
+RECIPE_VERSION = 1
+E2E_PACKAGE = "k8s.io/kubernetes/test/e2e"
+GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
+E2E_REGISTRY = "registry.k8s.io/e2e-test-images"  # upstream's PromoterE2eRegistry (test/utils/image)
+
+
+def _suite_entry(b: KubernetesBuild) -> Entry:
+    return k8s.component_entry("conformance", b.tag, b, packages=[E2E_PACKAGE, GINKGO_PACKAGE])
+
+
+def suite(b: KubernetesBuild, say: Say = print) -> Path:
+    """`<entry>/bin/e2e.test`, `<entry>/bin/ginkgo`, `<entry>/images.txt`, built once per Kubernetes release."""
+    entry = _suite_entry(b)
+
+    def build(out: Path) -> None:
+        with entry.log().open("w") as log:
+            src = k8s.wrapper_module(out / "src", b, entry, log)
+            bindir = out / "bin"
+            bindir.mkdir()
+            flags = ["-mod=mod", "-trimpath", "-tags", k8s.BUILD_TAGS, "-ldflags", go.ldflags_version(b.tag, b.minor)]
+            # the suite's packages first, with progress (`go test -c` prints none); then the test binary links
+            # from the cache. The ginkgo CLI is the one main package of the list: it is written to bin/.
+            go.build([*flags, "-o", str(bindir) + "/", f"{E2E_PACKAGE}/...", GINKGO_PACKAGE], src, entry, log, say)
+            go.run(["test", "-c", "-vet=off", *flags, "-o", str(bindir / "e2e.test"), E2E_PACKAGE], src, entry, log,
+                   "linking e2e.test")
+            for name in ("e2e.test", "ginkgo"):
+                if not (bindir / name).is_file():
+                    raise BuildError(f"conformance {b.tag}: no {name} was built; see {log.name}")
+            listed = subprocess.run([str(bindir / "e2e.test"), "--list-images"], capture_output=True, text=True,
+                                    timeout=120, check=False)
+            log.write(f"e2e.test --list-images (exit {listed.returncode}):\n{listed.stdout}{listed.stderr}\n")
+            refs = [line.strip() for line in listed.stdout.splitlines() if re.fullmatch(r"\S+:\S+", line.strip())]
+            if listed.returncode != 0 or not refs:
+                raise BuildError(f"conformance {b.tag}: e2e.test --list-images listed nothing; see {log.name}")
+            (out / "images.txt").write_text("".join(f"{r}\n" for r in refs))
+            shutil.rmtree(src)
+    return ensure(entry, build, say)
+
+
+def listed_images(suite_dir: Path) -> list[str]:
+    return (suite_dir / "images.txt").read_text().split()
+
+
+# --- the images ---------------------------------------------------------------------------------------------
+
+BUSYBOX_PACKAGE = "busybox-static"
+
+
+@dataclass(frozen=True)
+class E2EImage:
+    name: str  # the repository under E2E_REGISTRY ("busybox")
+    how: str  # what it is built from, for the docs and the report
+
+
+# the suite's images built here, and from what
+BUILT = (
+    E2EImage("agnhost", "the cluster's build: k8s.io/kubernetes/test/images/agnhost (skyrack.build.images)"),
+    E2EImage("busybox", f"Debian's {BUSYBOX_PACKAGE}, its applets linked in /bin as upstream's image has them"),
+)
+# the cluster's own images the suite runs under the same names (pause): published with the cluster
+CLUSTER_IMAGES = ("pause",)
+# why the others are not built here, by repository name (a prefix matches a path: "node-perf/")
+UNBUILT = {
+    "agnhost:2.55": "the previous agnhost release (a kubectl version-skew test): one agnhost, the cluster's, is built",
+    "sample-apiserver": "k8s.io/sample-apiserver at an old release with its own etcd image; not built yet",
+    "etcd": "the sample API server's etcd image (3.7 pre-release); the cluster's etcd is 3.6",
+    "nginx": "upstream's nginx build; Debian 12's nginx is 1.22 under another layout: not built yet",
+    "httpd": "upstream's httpd build: not built yet",
+    "kitten": "agnhost with a kitten page (kubectl's update-demo test): not built yet",
+    "nautilus": "agnhost with a nautilus page (kubectl's update-demo test): not built yet",
+    "nonewprivs": "a setuid test program (security context tests): not built yet",
+    "nonroot": "a non-root user image (security context tests): not built yet",
+    "perl": "Debian's perl could serve it: not built yet",
+    "ipc-utils": "not built yet",
+    "glibc-dns-testing": "not built yet",
+    "regression-issue-74839": "not built yet",
+    "resource-consumer": "the autoscaling tests' load generator (not conformance)",
+    "apparmor-loader": "AppArmor tests (not conformance; the lab's nodes have no AppArmor)",
+    "volume/": "storage servers (NFS, iSCSI): not conformance, need kernel modules the lab may not load",
+    "node-perf/": "node performance workloads (not conformance)",
+    "sample-device-plugin": "device-plugin tests (not conformance)",
+    "nfs-provisioner": "storage provisioner (not conformance)",
+    "distroless-iptables": "kube-proxy's build image (not conformance)",
+    "alpine": "the suite's deliberately invalid registry: never pullable, by design",
+}
+
+
+# why, by registry, for images outside upstream's e2e registry
+UNBUILT_REGISTRIES = {
+    "registry.k8s.io/sig-storage/": "CSI drivers and sidecars (storage tests with a CSI driver; not conformance)",
+    "registry.k8s.io/cloud-provider-gcp/": "a GCE storage driver (not conformance)",
+    "gcr.io/k8s-authenticated-test/": "a private registry (image-pull-secret tests need its credentials, by design)",
+}
+
+
+def repository(ref: str) -> str:
+    """`registry.k8s.io/e2e-test-images/busybox:1.37.0-2` -> `busybox`; other registries: the last path part."""
+    path = ref.rsplit(":", 1)[0]
+    if path.startswith(E2E_REGISTRY + "/"):
+        return path[len(E2E_REGISTRY) + 1:]
+    return path.rsplit("/", 1)[-1]
+
+
+def unbuilt(suite_dir: Path, b: KubernetesBuild) -> dict[str, str]:
+    """Every listed image this machine does not build, with the reason."""
+    built = {e.name for e in BUILT}
+    cluster = {b.images()[n] for n in CLUSTER_IMAGES} | {b.images()["agnhost"]}
+    out = {}
+    for ref in listed_images(suite_dir):
+        repo = repository(ref)
+        if ref in cluster or (repo in built and repo != "agnhost"):
+            continue
+        tag = ref.rsplit(":", 1)[1]
+        by_registry = next((why for prefix, why in UNBUILT_REGISTRIES.items() if ref.startswith(prefix)), None)
+        reason = by_registry or UNBUILT.get(f"{repo}:{tag}") or next(
+            (why for key, why in UNBUILT.items() if repo == key or (key.endswith("/") and repo.startswith(key))),
+            "not built here")
+        out[ref] = reason
+    return out
+
+
+def _busybox_root(root: Path, log) -> None:
+    """A root of /bin/busybox and a link per applet (upstream's busybox image is `busybox --install`)."""
+    work = root.parent / "busybox-deb"
+    work.mkdir()
+    proc = subprocess.run(["apt-get", "download", BUSYBOX_PACKAGE], cwd=work, stdout=log, stderr=log, check=False)
+    debs = sorted(work.glob("*.deb"))
+    if proc.returncode != 0 or not debs:
+        raise BuildError(f"conformance images: apt-get download {BUSYBOX_PACKAGE} failed; see {log.name}")
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(work / "x")], stdout=log, stderr=log, check=True)
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2(work / "x/bin/busybox", root / "bin/busybox")
+    applets = subprocess.run([str(root / "bin/busybox"), "--list-full"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    for applet in applets:  # "bin/sh", "usr/bin/wget", ...
+        link = root / applet
+        if applet == "bin/busybox" or link.exists():
+            continue
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to("/bin/busybox")
+    shutil.rmtree(work)
+
+
+def suite_images(b: KubernetesBuild, suite_dir: Path, say: Say = print) -> Path:
+    """One OCI layout of the suite's images built here, every tag the suite lists (images.layout_tag names them);
+    returns its directory."""
+    refs = image_refs(suite_dir)
+    entry = Entry("conformance-images", b.tag, {"recipe": RECIPE_VERSION, "images": sorted(refs.values()),
+                                                "package": BUSYBOX_PACKAGE})
+
+    def make(out: Path) -> None:
+        say(f"conformance images {b.tag}: assembling {', '.join(sorted(refs.values()))} (umoci)")
+        with entry.log().open("w") as log:
+            work = out / "work"
+            work.mkdir()
+            root = work / "busybox"
+            _busybox_root(root, log)
+            images.skeleton(root)
+            for tag, ref in refs.items():  # one root, each tag the suite names it by
+                if repository(ref) == "busybox":
+                    images.assemble(out / "oci", tag, root, log, user=0, entrypoint=(), cmd=("sh",))
+            shutil.rmtree(work)
+    return ensure(entry, make, say) / "oci"
+
+
+def image_refs(suite_dir: Path) -> dict[str, str]:
+    """The layout tag -> upstream reference of every image `suite_images()` builds (agnhost and pause are the
+    cluster's: published with it)."""
+    ours = {e.name for e in BUILT} - {"agnhost"}
+    refs = [r for r in listed_images(suite_dir) if r.startswith(E2E_REGISTRY + "/") and repository(r) in ours]
+    if {repository(r) for r in refs} != ours:
+        raise BuildError(f"conformance: e2e.test lists no {E2E_REGISTRY} image of {sorted(ours)} "
+                         f"({suite_dir / 'images.txt'})")
+    return {images.layout_tag(repository(r), r): r for r in refs}

@@ -1,0 +1,96 @@
+"""The conformance suite's build and run rules that need no cluster (the run itself: bench/conformance.py).
+
+The image list here is an excerpt of what `e2e.test --list-images` of Kubernetes 1.37.2 prints.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from skyrack import upstream
+from skyrack.build import conformance as suite_build
+from skyrack.build.cache import BuildError
+from skyrack.lab import conformance
+
+LISTED = """\
+gcr.io/k8s-authenticated-test/agnhost:2.6
+registry.k8s.io/e2e-test-images/busybox:1.36.1-1
+registry.k8s.io/e2e-test-images/busybox:1.37.0-2
+registry.k8s.io/e2e-test-images/agnhost:2.55
+registry.k8s.io/e2e-test-images/agnhost:2.66.1
+registry.k8s.io/pause:3.10.2
+registry.k8s.io/e2e-test-images/nginx:1.27.0-2
+registry.k8s.io/sig-storage/csi-attacher:v4.12.0
+registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0
+invalid.registry.k8s.io/invalid/alpine:3.1
+registry.k8s.io/e2e-test-images/something-new:1.0
+"""
+B = upstream.KUBERNETES_BUILDS["1.37.2"]
+
+
+@pytest.fixture
+def suite_dir(tmp_path: Path) -> Path:
+    (tmp_path / "images.txt").write_text(LISTED)
+    return tmp_path
+
+
+def test_every_tag_of_the_images_built_here_is_made_and_named_as_upstream_names_it(suite_dir):
+    assert suite_build.image_refs(suite_dir) == {
+        "busybox-1.36.1-1": "registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
+        "busybox-1.37.0-2": "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"}
+
+
+def test_a_suite_that_lists_no_busybox_is_a_build_error(tmp_path):
+    (tmp_path / "images.txt").write_text("registry.k8s.io/pause:3.10.2\n")
+    with pytest.raises(BuildError, match=r"lists no registry\.k8s\.io/e2e-test-images image of"):
+        suite_build.image_refs(tmp_path)
+
+
+def test_every_image_not_built_here_has_its_reason(suite_dir):
+    got = suite_build.unbuilt(suite_dir, B)
+    # the cluster's own agnhost and pause, and busybox, are served; everything else is listed
+    assert set(got) == {"gcr.io/k8s-authenticated-test/agnhost:2.6", "registry.k8s.io/e2e-test-images/agnhost:2.55",
+                        "registry.k8s.io/e2e-test-images/nginx:1.27.0-2",
+                        "registry.k8s.io/sig-storage/csi-attacher:v4.12.0",
+                        "registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0",
+                        "invalid.registry.k8s.io/invalid/alpine:3.1",
+                        "registry.k8s.io/e2e-test-images/something-new:1.0"}
+    assert "private registry" in got["gcr.io/k8s-authenticated-test/agnhost:2.6"]
+    assert "previous agnhost" in got["registry.k8s.io/e2e-test-images/agnhost:2.55"]
+    assert "CSI" in got["registry.k8s.io/sig-storage/csi-attacher:v4.12.0"]
+    assert "not conformance" in got["registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0"]
+    assert "invalid registry" in got["invalid.registry.k8s.io/invalid/alpine:3.1"]
+    assert got["registry.k8s.io/e2e-test-images/something-new:1.0"] == "not built here"
+
+
+def test_the_subset_focus_matches_exactly_its_tests():
+    focus = re.compile(conformance.exactly(conformance.SUBSET))
+    for name in conformance.SUBSET:
+        full = f"{conformance.SUITE_TEXT} {name}"  # what Ginkgo matches a focus against
+        assert focus.search(full)
+        assert not focus.search(full + " [Slow]") and not focus.search(f"{conformance.SUITE_TEXT} [sig-x] {name}")
+    assert not focus.search(f"{conformance.SUITE_TEXT} [sig-network] DNS should provide DNS for services")
+
+
+def test_one_process_runs_e2e_test_and_more_go_through_ginkgo(tmp_path):
+    args = (tmp_path, Path("/k/admin.conf"), Path("/k/kubectl"), tmp_path / "r", "F", "S")
+    one = conformance.command(*args, procs=1, timeout_min=30)
+    assert one[0] == str(tmp_path / "bin/e2e.test")
+    assert {"--ginkgo.focus=F", "--ginkgo.skip=S", f"--ginkgo.junit-report={tmp_path / 'r/junit.xml'}",
+            "--provider=skeleton", "--kubeconfig=/k/admin.conf", "--kubectl-path=/k/kubectl",
+            "--ginkgo.timeout=30m"} <= set(one)
+    many = conformance.command(*args, procs=3, timeout_min=30)
+    assert many[0] == str(tmp_path / "bin/ginkgo") and "--procs=3" in many
+    split = many.index("--")
+    assert many[split - 1] == str(tmp_path / "bin/e2e.test")
+    assert "--provider=skeleton" in many[split:] and "--focus=F" in many[:split]
+    # the racks' team taint does not keep the suite from starting (it is lifted on the nodes it uses)
+    assert "--non-blocking-taints=node-role.kubernetes.io/control-plane,skyrack.io/team" in many[split:]
+
+
+def test_a_kubeconfig_that_is_not_there_is_one_clear_error(tmp_path):
+    with pytest.raises(conformance.ConformanceError, match=r"gone\.conf: no such kubeconfig"):
+        conformance.preflight(Path("/bin/false"), tmp_path / "gone.conf")
