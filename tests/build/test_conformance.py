@@ -19,6 +19,7 @@ LISTED = """\
 gcr.io/k8s-authenticated-test/agnhost:2.6
 registry.k8s.io/e2e-test-images/busybox:1.36.1-1
 registry.k8s.io/e2e-test-images/busybox:1.37.0-2
+registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
 registry.k8s.io/e2e-test-images/agnhost:2.55
 registry.k8s.io/e2e-test-images/agnhost:2.66.1
 registry.k8s.io/pause:3.10.2
@@ -40,7 +41,8 @@ def suite_dir(tmp_path: Path) -> Path:
 def test_every_tag_of_the_images_built_here_is_made_and_named_as_upstream_names_it(suite_dir):
     assert suite_build.image_refs(suite_dir) == {
         "busybox-1.36.1-1": "registry.k8s.io/e2e-test-images/busybox:1.36.1-1",
-        "busybox-1.37.0-2": "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"}
+        "busybox-1.37.0-2": "registry.k8s.io/e2e-test-images/busybox:1.37.0-2",
+        "glibc-dns-testing-2.1.1": "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"}
 
 
 def test_a_suite_that_lists_no_busybox_is_a_build_error(tmp_path):

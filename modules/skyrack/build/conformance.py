@@ -5,9 +5,10 @@
   conformance image does). Both are built in the wrapper module the Kubernetes build uses
   (skyrack.build.kubernetes), so the packages they share with the cluster's binaries are compiled once. Beside
   them `images.txt`: what `e2e.test --list-images` says the suite can run.
-* `suite_images(b, suite_dir)`: the suite's images this machine builds, under upstream's names, in one OCI layout:
-  agnhost and pause are the cluster's own build (skyrack.build.images, already in the site's registry);
-  busybox is Debian's `busybox-static` with its applets linked as upstream's image has them. Every other image
+* `suite_images(b, bins, suite, suite_dir)`: the suite's images this machine builds, under upstream's names, in
+  one OCI layout: agnhost and pause are the cluster's own build (skyrack.build.images, already in the site's
+  registry); busybox is Debian's `busybox-static` with its applets linked as upstream's image has them;
+  glibc-dns-testing is a Debian root with dig and CoreDNS, as upstream's Dockerfile. Every other image
   of the list is in `UNBUILT` with the reason, so a test that needs one is reported, not mistaken for a
   failure of the cluster.
 """
@@ -24,8 +25,9 @@ from ..upstream import KubernetesBuild
 from . import go, images
 from . import kubernetes as k8s
 from .cache import BuildError, Entry, Say, ensure
+from .kubernetes import Binaries
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 E2E_PACKAGE = "k8s.io/kubernetes/test/e2e"
 GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"  # upstream's PromoterE2eRegistry (test/utils/image)
@@ -71,6 +73,9 @@ def listed_images(suite_dir: Path) -> list[str]:
 # --- the images ---------------------------------------------------------------------------------------------
 
 BUSYBOX_PACKAGE = "busybox-static"
+# upstream's glibc-dns-testing: debian-base, `apt-get install dnsutils` (bind9-dnsutils since Debian 12) and
+# CoreDNS at /coredns; the DNS tests query through it beside agnhost (musl) to cover both C libraries
+GLIBC_DNS_PACKAGES = ("bind9-dnsutils",)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ class E2EImage:
 BUILT = (
     E2EImage("agnhost", "the cluster's build: k8s.io/kubernetes/test/images/agnhost (skyrack.build.images)"),
     E2EImage("busybox", f"Debian's {BUSYBOX_PACKAGE}, its applets linked in /bin as upstream's image has them"),
+    E2EImage("glibc-dns-testing", "a Debian minbase root with bind9-dnsutils and the cluster's CoreDNS at "
+                                  "/coredns, as upstream's Dockerfile (test/images/glibc-dns-testing)"),
 )
 # the cluster's own images the suite runs under the same names (pause): published with the cluster
 CLUSTER_IMAGES = ("pause",)
@@ -99,7 +106,6 @@ UNBUILT = {
     "nonroot": "a non-root user image (security context tests): not built yet",
     "perl": "Debian's perl could serve it: not built yet",
     "ipc-utils": "not built yet",
-    "glibc-dns-testing": "not built yet",
     "regression-issue-74839": "not built yet",
     "resource-consumer": "the autoscaling tests' load generator (not conformance)",
     "apparmor-loader": "AppArmor tests (not conformance; the lab's nodes have no AppArmor)",
@@ -168,24 +174,34 @@ def _busybox_root(root: Path, log) -> None:
     shutil.rmtree(work)
 
 
-def suite_images(b: KubernetesBuild, suite_dir: Path, say: Say = print) -> Path:
-    """One OCI layout of the suite's images built here, every tag the suite lists (images.layout_tag names them);
-    returns its directory."""
+def _glibc_dns_root(root: Path, bins: Binaries, suite: str, log) -> None:
+    images.debian_root(root, suite, GLIBC_DNS_PACKAGES, "glibc-dns-testing", log)
+    shutil.copy2(bins.path("coredns"), root / "coredns")
+
+
+def suite_images(b: KubernetesBuild, bins: Binaries, suite: str, suite_dir: Path, say: Say = print) -> Path:
+    """One OCI layout of the suite's images built here (`suite`: the Debian release of the roots built from
+    packages), every tag the suite lists (images.layout_tag names them); returns its directory."""
     refs = image_refs(suite_dir)
     entry = Entry("conformance-images", b.tag, {"recipe": RECIPE_VERSION, "images": sorted(refs.values()),
-                                                "package": BUSYBOX_PACKAGE})
+                                                "packages": [BUSYBOX_PACKAGE, *GLIBC_DNS_PACKAGES], "suite": suite,
+                                                "coredns": str(bins.coredns)})
+    roots = {"busybox": lambda root, log: _busybox_root(root, log),
+             "glibc-dns-testing": lambda root, log: _glibc_dns_root(root, bins, suite, log)}
 
     def make(out: Path) -> None:
         say(f"conformance images {b.tag}: assembling {', '.join(sorted(refs.values()))} (umoci)")
         with entry.log().open("w") as log:
             work = out / "work"
             work.mkdir()
-            root = work / "busybox"
-            _busybox_root(root, log)
-            images.skeleton(root)
-            for tag, ref in refs.items():  # one root, each tag the suite names it by
-                if repository(ref) == "busybox":
-                    images.assemble(out / "oci", tag, root, log, user=0, entrypoint=(), cmd=("sh",))
+            for name, make_root in roots.items():
+                root = work / name
+                make_root(root, log)
+                images.skeleton(root)
+                for tag, ref in refs.items():  # one root, each tag the suite names it by
+                    if repository(ref) == name:
+                        images.assemble(out / "oci", tag, root, log, user=0, entrypoint=(), cmd=("sh",))
+                shutil.rmtree(root)
             shutil.rmtree(work)
     return ensure(entry, make, say) / "oci"
 

@@ -85,12 +85,13 @@ def skeleton(root: Path) -> None:
         shutil.copy2(certs, root / "etc/ssl/certs/ca-certificates.crt")
 
 
-def _debian_root(root: Path, suite: str, spec: ImageSpec, log) -> None:
+def debian_root(root: Path, suite: str, packages: tuple[str, ...], name: str, log) -> None:
+    """A Debian minbase root of `suite` with `packages`, apt's lists and caches emptied (the image `name`)."""
     source = mirrors.primary(suite)
     if source is None:
-        raise BuildError(f"images: no HTTP Debian source for {suite!r} in /etc/apt ({spec.name}'s image needs one)")
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(spec.packages)}", suite, str(root), source.uri],
-         log, f"debootstrap for {spec.name}'s image")
+        raise BuildError(f"images: no HTTP Debian source for {suite!r} in /etc/apt ({name}'s image needs one)")
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(root), source.uri],
+         log, f"debootstrap for {name}'s image")
     subprocess.run(["chroot", str(root), "apt-get", "clean"], stdout=log, stderr=log, check=False)
     for sub in ("var/lib/apt/lists", "var/cache/apt", "var/log"):
         shutil.rmtree(root / sub, ignore_errors=True)
@@ -113,7 +114,7 @@ def _image(spec: ImageSpec, ref: str, bins: Binaries, layout: Path, work: Path, 
            log) -> None:
     root = work / spec.name
     if spec.packages:
-        _debian_root(root, suite, spec, log)
+        debian_root(root, suite, spec.packages, spec.name, log)
     skeleton(root)
     for b in spec.binaries:
         dest = root / TARGET.get(b, f"usr/local/bin/{b}")

@@ -155,9 +155,10 @@ def build_cmd(
 
         def say(m: str) -> None:
             err.print(f"[bold]build[/bold] {m}")
-        _run(lambda: build.ensure(b, lab.cfg.suite, say=say), as_json)
+        arts = _run(lambda: build.ensure(b, lab.cfg.suite, say=say), as_json)
         if with_conformance:
-            _run(lambda: suite_build.suite_images(b, suite_build.suite(b, say), say), as_json)
+            _run(lambda: suite_build.suite_images(b, arts.binaries, lab.cfg.suite, suite_build.suite(b, say), say),
+                 as_json)
     entries = build.report()
     if as_json:
         dump_json(ok(kubernetes=lab.plan.env.kubernetes.version if lab.kubernetes else None, cache=entries))

@@ -273,7 +273,7 @@ def prepare_lab(env_path: Path, say: Say = print) -> Target:
     preflight(kubectl, kubeconfig)
     try:
         suite_dir = suite_build.suite(arts.build, say)
-        layout = suite_build.suite_images(arts.build, suite_dir, say)
+        layout = suite_build.suite_images(arts.build, arts.binaries, lab.cfg.suite, suite_dir, say)
         site.push_images(lab.paths, lab.site, layout, suite_build.image_refs(suite_dir))
     except (BuildError, site.SiteError, lifecycle.LabError) as exc:
         raise ConformanceError(str(exc)) from None
