@@ -367,6 +367,7 @@ def _boot(lab: Lab, st: LabState, rootfs: Path, want: Host, user_data: str | Non
         stamp.touch()
     elif reseed:
         nodes.seed(root, want.name, user_data, seed_id)
+    nodes.write_routes(root, network.fabric_routes(lab.plan, want.name))
     seed_file.write_text(seed_id)
     host.pid = nodes.start(paths, host, cfg.bridge, binds)
     st.hosts[want.name] = host

@@ -11,6 +11,10 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..plan import Plan
 
 BENCHMARK_RANGE = "198.18.0.0/15"  # RFC 2544: the lab lives inside it
 
@@ -34,6 +38,26 @@ def ensure_bridge(bridge: str, host_ip: str, subnet: str, also: tuple[str, ...] 
         if f" {cidr} " not in addrs:
             _ip("addr", "add", cidr, "dev", bridge)
     _ip("link", "set", bridge, "up")
+
+
+def fabric_routes(plan: Plan, name: str) -> list[tuple[str, str]]:
+    """What stands in for the site's routers and Azure's route table: (pod range, next hop) for every other
+    Kubernetes node's pod range that the node `name` does not route itself.
+
+    In production an API server sends on-prem pod ranges to its default gateway (the VNet routes them over the
+    VPN, the site to the rack) and a rack node sends an API server's range to its own (the site routes it into
+    the VPN): docs/join.md. In the lab the default gateway is the lab host, which forwards nothing (this host's
+    `ip_forward` is not the lab's to change), so without these the API server reaches no pod: no admission
+    webhook, no aggregated API. A node's L2 segment peers are left out: its own skyrack-pod-routes (product
+    code) routes those. Nothing for a host that is not a Kubernetes node."""
+    segment = {r.name: r.l2_segment for r in plan.env.racks}
+    kube = [(m.name, m.ip, m.pod_cidr, None) for m in plan.members if m.pod_cidr] + \
+           [(n.name, n.ip, n.pod_cidr, segment[n.rack]) for n in plan.nodes]
+    mine = next((k for k in kube if k[0] == name), None)
+    if mine is None:
+        return []
+    return [(cidr, ip) for other, ip, cidr, seg in kube
+            if other != name and not (seg is not None and seg == mine[3])]
 
 
 def remove_bridge(bridge: str) -> None:

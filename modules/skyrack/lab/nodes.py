@@ -102,6 +102,22 @@ def personalise(root: Path, host: Host, host_ip: str, prefix: int, apt_proxy: st
     seed(root, host.name, user_data, seed_id)
 
 
+FABRIC_ROUTES = "etc/systemd/network/80-container-host0.network.d/50-skyrack-lab-fabric.conf"
+
+
+def write_routes(root: Path, routes: Sequence[tuple[str, str]]) -> None:
+    """The node's routes through the lab's stand-in for the site and Azure (network.fabric_routes), as a
+    drop-in of its host0 network, written at every boot from the current plan; none: no drop-in."""
+    path = root / FABRIC_ROUTES
+    if not routes:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# skyrack lab: what the site's routers and Azure's route table do in production "
+                    "(skyrack.lab.network.fabric_routes)\n" +
+                    "".join(f"\n[Route]\nDestination={cidr}\nGateway={via}\n" for cidr, via in routes))
+
+
 def seed(root: Path, name: str, user_data: str | None, seed_id: str = "0") -> None:
     """The NoCloud seed: the given user-data, or an empty config that finishes cleanly.
 
