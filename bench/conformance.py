@@ -52,14 +52,16 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    label = f"focus {args.focus!r}, skip {args.skip!r}"
     if args.subset:
         args.focus, args.skip = conformance.exactly(conformance.SUBSET), "^$"
+        label = f"the subset: {len(conformance.SUBSET)} tests"
     try:
         target = conformance.prepare_lab(args.env, say)
         with conformance.suite_access(target.kubectl, target.kubeconfig, target.nodes, say):
             result = conformance.run(target.suite, target.kubeconfig, target.kubectl, args.report_dir,
                                      focus=args.focus, skip=args.skip, procs=args.procs, timeout_min=args.timeout,
-                                     say=say)
+                                     say=say, label=label)
     except conformance.ConformanceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -74,7 +76,7 @@ def main() -> int:
         print(json.dumps({**result.as_dict(), "focus": args.focus, "skip": args.skip, "procs": args.procs,
                           "unbuilt_images": target.unbuilt}, indent=1))
         return 0 if result.failed == 0 else 1
-    print(f"\nconformance ({args.focus!r}, skip {args.skip!r}): {result.summary()}")
+    print(f"\nconformance ({label}): {result.summary()}")
     for name, error in result.failures:
         print(f"  FAILED {name}\n         {error}")
     reasons: dict[str, int] = {}

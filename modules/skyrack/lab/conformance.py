@@ -220,15 +220,16 @@ def read_junit(path: Path, seconds: float) -> Result:
 
 
 def run(suite_dir: Path, kubeconfig: Path, kubectl: Path, report_dir: Path, *, focus: str = FOCUS,
-        skip: str = SKIP, procs: int = 1, timeout_min: int = 240, say: Say = print) -> Result:
-    """Run the suite (after `preflight`), its output in report_dir/e2e.log; the result from its JUnit report."""
+        skip: str = SKIP, procs: int = 1, timeout_min: int = 240, say: Say = print, label: str = "") -> Result:
+    """Run the suite (after `preflight`), its output in report_dir/e2e.log; the result from its JUnit report.
+    `label` names the selection in what is printed (the focus and skip themselves otherwise)."""
     preflight(kubectl, kubeconfig)
     report_dir.mkdir(parents=True, exist_ok=True)
     junit = report_dir / "junit.xml"
     junit.unlink(missing_ok=True)
     cmd = command(suite_dir, kubeconfig, kubectl, report_dir, focus, skip, procs, timeout_min)
     log = report_dir / "e2e.log"
-    say(f"running e2e.test (focus {focus!r}, skip {skip!r}, {procs} process{'es' if procs > 1 else ''}); "
+    say(f"running e2e.test ({label or f'focus {focus!r}, skip {skip!r}'}, {procs} process{'es' if procs > 1 else ''}); "
         f"its output: {log}")
     started = time.monotonic()
     with log.open("w") as out:
