@@ -1,9 +1,11 @@
 """Benchmark: `./dev test` from scratch, as on a fresh machine: a clean clone, every cache empty.
 
-    .venv/bin/python bench/fresh_test.py [--work /var/tmp/skyrack-fresh] [--keep]
+    .venv/bin/python bench/fresh_test.py [--work /var/tmp/skyrack-fresh] [--cache DIR] [--keep]
 
 Clones this checkout's HEAD into WORK/repo and runs `./dev test` there with
-`SKYRACK_CACHE=WORK/cache` (builds, Go module and build caches, lab images, tools), Go's own
+`SKYRACK_CACHE=WORK/cache` (builds, Go module and build caches, lab images, tools; `--cache DIR` names
+another cache root, which must be empty or absent: on a fresh machine `--cache /var/cache/skyrack`
+measures from scratch and leaves behind the caches CI and `./dev` use, and is never removed), Go's own
 caches (for ./dev's `go install`) in WORK, pip's cache off and npm's cache in WORK/npm, so
 nothing built or downloaded before is reused; only the Debian packages and the Go toolchain
 already on the machine are. `CI=true`, as in CI.
@@ -45,9 +47,15 @@ SUMMARY = re.compile(r"^=+ .*(passed|failed|error).* in [\d.]+s.*=+$")
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/var/tmp/skyrack-fresh"))
+    ap.add_argument("--cache", type=Path, help="the cache root to build into, empty or absent (default WORK/cache)")
     ap.add_argument("--keep", action="store_true", help="keep WORK (the clone, its caches and the log)")
     args = ap.parse_args()
     work: Path = args.work
+    cache: Path = args.cache.resolve() if args.cache else work / "cache"
+    if args.cache and cache.exists() and any(cache.iterdir()):
+        print(f"fresh_test: --cache {cache} is not empty: a run into it would not be from scratch. Move it aside "
+              f"(or remove it) first.", file=sys.stderr)
+        return 2
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -65,13 +73,13 @@ def main() -> int:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
     subprocess.run(["git", "clone", "-q", str(ROOT), str(work / "repo")], check=True)
-    env = {**os.environ, "SKYRACK_CACHE": str(work / "cache"), "PIP_NO_CACHE_DIR": "1",
+    env = {**os.environ, "SKYRACK_CACHE": str(cache), "PIP_NO_CACHE_DIR": "1",
            "npm_config_cache": str(work / "npm"), "CI": "true",
            # skyrack's own builds set these from SKYRACK_CACHE; ./dev's `go install` of actionlint uses them
            "GOCACHE": str(work / "go-build"), "GOMODCACHE": str(work / "go-mod"), "GOPATH": str(work / "go-path")}
     for k in ("VIRTUAL_ENV", "PYTHONPATH", "SKYRACK_TOOLS_CACHE", "SKYRACK_LAB_CACHE"):
         env.pop(k, None)
-    print(f"from-scratch ./dev test of {head} in {work} (log {work / 'test.log'})", flush=True)
+    print(f"from-scratch ./dev test of {head} in {work}, caches in {cache} (log {work / 'test.log'})", flush=True)
     started = time.monotonic()
     phases: list[tuple[float, str]] = []
     summaries: list[str] = []
@@ -90,7 +98,7 @@ def main() -> int:
                 print(f"  {(time.monotonic() - started) / 60:5.1f} min  pytest: {summaries[-1]}", flush=True)
         rc = proc.wait()
     total = time.monotonic() - started
-    hist = work / "cache" / "build" / "history.json"
+    hist = cache / "build" / "history.json"
     builds = json.loads(hist.read_text()) if hist.exists() else {}
     print("\nbuilt from scratch (seconds, while the other tests ran):")
     for name, secs in sorted(builds.items(), key=lambda kv: -kv[1]):
