@@ -8,7 +8,7 @@ The lab must be up (`./dev lab`). Then:
 
 1. **The suite at the cluster's release**: `e2e.test` and `ginkgo` built from the Kubernetes module (once,
    cached: skyrack.build.conformance), and the suite's images this machine builds pushed into the lab's
-   registry under upstream's names.
+   registry under upstream's names (with --subset only the ones the subset needs, as ./dev test builds).
 2. **Nodes any pod may use**: the racks' team taint is lifted for the run, and skyrack's team policies pass over
    the suite's namespaces (label `e2e-run`); both are restored after it, even when the run fails
    (skyrack.lab.conformance.suite_access: upstream's test pods tolerate no taint of skyrack's, and tolerate
@@ -57,7 +57,7 @@ def main() -> int:
         args.focus, args.skip = conformance.exactly(conformance.SUBSET), "^$"
         label = f"the subset: {len(conformance.SUBSET)} tests"
     try:
-        target = conformance.prepare_lab(args.env, say)
+        target = conformance.prepare_lab(args.env, say, whole=not args.subset)
         with conformance.suite_access(target.kubectl, target.kubeconfig, target.nodes, say):
             result = conformance.run(target.suite, target.kubeconfig, target.kubectl, args.report_dir,
                                      focus=args.focus, skip=args.skip, procs=args.procs, timeout_min=args.timeout,

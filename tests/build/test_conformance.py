@@ -24,6 +24,12 @@ registry.k8s.io/e2e-test-images/agnhost:2.55
 registry.k8s.io/e2e-test-images/agnhost:2.66.1
 registry.k8s.io/pause:3.10.2
 registry.k8s.io/e2e-test-images/nginx:1.27.0-2
+registry.k8s.io/e2e-test-images/nginx:1.28.0-2
+registry.k8s.io/e2e-test-images/kitten:1.8
+registry.k8s.io/e2e-test-images/nautilus:1.8
+registry.k8s.io/e2e-test-images/nonewprivs:1.4
+registry.k8s.io/e2e-test-images/nonroot:1.5
+registry.k8s.io/e2e-test-images/perl:5.26
 registry.k8s.io/sig-storage/csi-attacher:v4.12.0
 registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0
 invalid.registry.k8s.io/invalid/alpine:3.1
@@ -53,15 +59,15 @@ def test_a_suite_that_lists_no_busybox_is_a_build_error(tmp_path):
 
 def test_every_image_not_built_here_has_its_reason(suite_dir):
     got = suite_build.unbuilt(suite_dir, B)
-    # the cluster's own agnhost and pause, and busybox, are served; everything else is listed
-    assert set(got) == {"gcr.io/k8s-authenticated-test/agnhost:2.6", "registry.k8s.io/e2e-test-images/agnhost:2.55",
-                        "registry.k8s.io/e2e-test-images/nginx:1.27.0-2",
+    # the cluster's own agnhost and pause, busybox, and the whole suite's images are served; the rest is listed
+    assert set(got) == {"gcr.io/k8s-authenticated-test/agnhost:2.6",
+                        "registry.k8s.io/e2e-test-images/perl:5.26",
                         "registry.k8s.io/sig-storage/csi-attacher:v4.12.0",
                         "registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0",
                         "invalid.registry.k8s.io/invalid/alpine:3.1",
                         "registry.k8s.io/e2e-test-images/something-new:1.0"}
     assert "private registry" in got["gcr.io/k8s-authenticated-test/agnhost:2.6"]
-    assert "previous agnhost" in got["registry.k8s.io/e2e-test-images/agnhost:2.55"]
+    assert "no conformance test" in got["registry.k8s.io/e2e-test-images/perl:5.26"]
     assert "CSI" in got["registry.k8s.io/sig-storage/csi-attacher:v4.12.0"]
     assert "not conformance" in got["registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0"]
     assert "invalid registry" in got["invalid.registry.k8s.io/invalid/alpine:3.1"]
@@ -96,3 +102,43 @@ def test_one_process_runs_e2e_test_and_more_go_through_ginkgo(tmp_path):
 def test_a_kubeconfig_that_is_not_there_is_one_clear_error(tmp_path):
     with pytest.raises(conformance.ConformanceError, match=r"gone\.conf: no such kubeconfig"):
         conformance.preflight(Path("/bin/false"), tmp_path / "gone.conf")
+
+
+def test_the_whole_suites_images_are_a_second_set_the_subset_does_without(suite_dir):
+    whole = suite_build.whole_suite_refs(suite_dir, B)
+    assert whole == {
+        "agnhost-2.55": "registry.k8s.io/e2e-test-images/agnhost:2.55",  # the previous release: not the cluster's
+        "kitten-1.8": "registry.k8s.io/e2e-test-images/kitten:1.8",
+        "nautilus-1.8": "registry.k8s.io/e2e-test-images/nautilus:1.8",
+        "nginx-1.27.0-2": "registry.k8s.io/e2e-test-images/nginx:1.27.0-2",
+        "nginx-1.28.0-2": "registry.k8s.io/e2e-test-images/nginx:1.28.0-2",
+        "nonewprivs-1.4": "registry.k8s.io/e2e-test-images/nonewprivs:1.4",
+        "nonroot-1.5": "registry.k8s.io/e2e-test-images/nonroot:1.5"}
+    assert not set(whole.values()) & set(suite_build.image_refs(suite_dir).values())
+    subset = suite_build.unbuilt(suite_dir, B, whole=False)
+    for ref in whole.values():
+        assert "whole suite only" in subset[ref], ref
+    assert set(subset) - set(whole.values()) == set(suite_build.unbuilt(suite_dir, B))
+
+
+def test_a_suite_that_lists_no_image_of_the_whole_set_is_a_build_error(tmp_path):
+    (tmp_path / "images.txt").write_text(LISTED.replace("registry.k8s.io/e2e-test-images/nonewprivs:1.4\n", ""))
+    with pytest.raises(BuildError, match=r"lists no registry\.k8s\.io/e2e-test-images image of \['nonewprivs'\]"):
+        suite_build.whole_suite_refs(tmp_path, B)
+
+
+def test_nginx_is_laid_out_as_upstreams_image(tmp_path):
+    root = tmp_path / "root"  # what Debian's nginx package installs, in part
+    (root / "etc/nginx/sites-enabled").mkdir(parents=True)
+    (root / "etc/nginx/sites-enabled/default").symlink_to("/etc/nginx/sites-available/default")
+    (root / "var/log/nginx").mkdir(parents=True)
+    (root / "var/log/nginx/access.log").write_text("")
+    suite_build._nginx_layout(root)
+    site = (root / "etc/nginx/sites-enabled/default").read_text()
+    assert not (root / "etc/nginx/sites-enabled/default").is_symlink()
+    assert "listen 80;" in site and "root /usr/share/nginx/html;" in site
+    assert (root / "usr/share/nginx/html/index.html").is_file()
+    assert (root / "var/log/nginx/access.log").readlink() == Path("/dev/stdout")
+    assert (root / "var/log/nginx/error.log").readlink() == Path("/dev/stderr")
+    suite_build._marker(root, "registry.k8s.io/e2e-test-images/nginx:1.27.0-2")
+    assert "in place of registry.k8s.io/e2e-test-images/nginx:1.27.0-2" in (root / suite_build.MARKER).read_text()

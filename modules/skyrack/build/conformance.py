@@ -91,22 +91,36 @@ BUILT = (
     E2EImage("glibc-dns-testing", "a Debian minbase root with bind9-dnsutils and the cluster's CoreDNS at "
                                   "/coredns, as upstream's Dockerfile (test/images/glibc-dns-testing)"),
 )
+# The images only the whole suite needs (bench/conformance.py without --subset): a second layout
+# (`whole_suite_images()`), so that ./dev test, whose subset runs none of them, does not build them.
+NGINX_PACKAGES = ("nginx",)
+NONROOT_UID = 1234  # upstream's nonroot image: debian-base, `USER 1234`
+PREVIOUS_AGNHOST = "agnhost (previous)"
+WHOLE_SUITE = (
+    E2EImage("nginx", "Debian's nginx on a minbase root in the layout of upstream's (nginx:1.27-alpine and 1.28: "
+                      "/usr/share/nginx/html on port 80, logs to the container's output, `nginx -g 'daemon off;'`, "
+                      "stopped by SIGQUIT); each tag the suite names is its own image"),
+    E2EImage("nonroot", f"the same Debian root run as user {NONROOT_UID}, as upstream's debian-base `USER 1234`"),
+    E2EImage("kitten", "the cluster's agnhost with test/images/kitten's kitten.jpg and data.json, `test-webserver`, "
+                       "as upstream's Dockerfile"),
+    E2EImage("nautilus", "the cluster's agnhost with test/images/nautilus's nautilus.jpg and data.json, "
+                         "`test-webserver`, as upstream's Dockerfile"),
+    E2EImage("nonewprivs", "nnp (test/images/nonewprivs) built here, setuid root, on an empty root"),
+    E2EImage(PREVIOUS_AGNHOST, "the suite uses the previous agnhost release as an agnhost other than the cluster's "
+                               "(deployment rollouts, kubectl): the cluster's agnhost with one more layer naming it, "
+                               "a distinct image; not upstream's older build"),
+)
+MARKER = "etc/skyrack-e2e-image"  # in every image built in place of an upstream one: what it stands in for
 # the cluster's own images the suite runs under the same names (pause): published with the cluster
 CLUSTER_IMAGES = ("pause",)
 # why the others are not built here, by repository name (a prefix matches a path: "node-perf/")
 UNBUILT = {
-    "agnhost:2.55": "the previous agnhost release (a kubectl version-skew test): one agnhost, the cluster's, is built",
-    "sample-apiserver": "k8s.io/sample-apiserver at an old release with its own etcd image; not built yet",
+    "sample-apiserver": "k8s.io/sample-apiserver at an old release with its own etcd image (the Aggregator test): "
+                        "not built yet",
     "etcd": "the sample API server's etcd image (3.7 pre-release); the cluster's etcd is 3.6",
-    "nginx": "upstream's nginx build; Debian 12's nginx is 1.22 under another layout: not built yet",
-    "httpd": "upstream's httpd build: not built yet",
-    "kitten": "agnhost with a kitten page (kubectl's update-demo test): not built yet",
-    "nautilus": "agnhost with a nautilus page (kubectl's update-demo test): not built yet",
-    "nonewprivs": "a setuid test program (security context tests): not built yet",
-    "nonroot": "a non-root user image (security context tests): not built yet",
-    "perl": "Debian's perl could serve it: not built yet",
-    "ipc-utils": "not built yet",
-    "regression-issue-74839": "not built yet",
+    "perl": "used by no conformance test of this release",
+    "ipc-utils": "used by no conformance test of this release",
+    "regression-issue-74839": "used by no conformance test of this release",
     "resource-consumer": "the autoscaling tests' load generator (not conformance)",
     "apparmor-loader": "AppArmor tests (not conformance; the lab's nodes have no AppArmor)",
     "volume/": "storage servers (NFS, iSCSI): not conformance, need kernel modules the lab may not load",
@@ -134,14 +148,18 @@ def repository(ref: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def unbuilt(suite_dir: Path, b: KubernetesBuild) -> dict[str, str]:
-    """Every listed image this machine does not build, with the reason."""
+def unbuilt(suite_dir: Path, b: KubernetesBuild, *, whole: bool = True) -> dict[str, str]:
+    """Every listed image this machine does not build (with `whole` False: for the subset), with the reason."""
     built = {e.name for e in BUILT}
     cluster = {b.images()[n] for n in CLUSTER_IMAGES} | {b.images()["agnhost"]}
+    whole_suite = set(_whole_suite_listed(suite_dir, b))
     out = {}
     for ref in listed_images(suite_dir):
         repo = repository(ref)
-        if ref in cluster or (repo in built and repo != "agnhost"):
+        if ref in cluster or (repo in built and repo != "agnhost") or (whole and ref in whole_suite):
+            continue
+        if ref in whole_suite:
+            out[ref] = "built for the whole suite only (bench/conformance.py without --subset)"
             continue
         tag = ref.rsplit(":", 1)[1]
         by_registry = next((why for prefix, why in UNBUILT_REGISTRIES.items() if ref.startswith(prefix)), None)
@@ -215,3 +233,116 @@ def image_refs(suite_dir: Path) -> dict[str, str]:
         raise BuildError(f"conformance: e2e.test lists no {E2E_REGISTRY} image of {sorted(ours)} "
                          f"({suite_dir / 'images.txt'})")
     return {images.layout_tag(repository(r), r): r for r in refs}
+
+
+def _previous_agnhost(ref: str, b: KubernetesBuild) -> bool:
+    return ref.startswith(f"{E2E_REGISTRY}/agnhost:") and ref != b.images()["agnhost"]
+
+
+def _whole_suite_listed(suite_dir: Path, b: KubernetesBuild) -> list[str]:
+    names = {e.name for e in WHOLE_SUITE} - {PREVIOUS_AGNHOST}
+    return [r for r in listed_images(suite_dir)
+            if r.startswith(E2E_REGISTRY + "/") and (repository(r) in names or _previous_agnhost(r, b))]
+
+
+def whole_suite_refs(suite_dir: Path, b: KubernetesBuild) -> dict[str, str]:
+    """The layout tag -> upstream reference of every image `whole_suite_images()` builds."""
+    names = {e.name for e in WHOLE_SUITE} - {PREVIOUS_AGNHOST}
+    refs = _whole_suite_listed(suite_dir, b)
+    missing = names - {repository(r) for r in refs}
+    if missing:
+        raise BuildError(f"conformance: e2e.test lists no {E2E_REGISTRY} image of {sorted(missing)} "
+                         f"({suite_dir / 'images.txt'})")
+    return {images.layout_tag(repository(r), r): r for r in refs}
+
+
+def _marker(root: Path, ref: str) -> None:
+    (root / MARKER).parent.mkdir(parents=True, exist_ok=True)
+    (root / MARKER).write_text(f"built by skyrack (skyrack.build.conformance) in place of {ref}\n")
+
+
+def _nginx_layout(root: Path) -> None:
+    """What upstream's nginx image has: the default server on port 80 serving /usr/share/nginx/html, and its
+    logs on the container's output."""
+    sites = root / "etc/nginx/sites-enabled"
+    for old in sites.glob("*"):
+        old.unlink()
+    (sites / "default").write_text(
+        "server {\n    listen 80;\n    listen [::]:80;\n    server_name localhost;\n"
+        "    location / {\n        root /usr/share/nginx/html;\n        index index.html index.htm;\n    }\n}\n")
+    html = root / "usr/share/nginx/html"
+    html.mkdir(parents=True, exist_ok=True)
+    if not (html / "index.html").exists():
+        (html / "index.html").write_text("<!DOCTYPE html>\n<html><body><h1>Welcome to nginx!</h1></body></html>\n")
+    logs = root / "var/log/nginx"
+    logs.mkdir(parents=True, exist_ok=True)
+    for name, target in (("access.log", "/dev/stdout"), ("error.log", "/dev/stderr")):
+        (logs / name).unlink(missing_ok=True)
+        (logs / name).symlink_to(target)
+
+
+def _nnp_root(root: Path, k8s_dir: Path, entry: Entry, log) -> None:
+    """nnp (prints its effective uid) built from upstream's source, setuid root, on an empty root."""
+    src = root.parent / "nnp-src"
+    src.mkdir()
+    shutil.copy2(k8s_dir / "test/images/nonewprivs/nnp.go", src / "nnp.go")
+    (src / "go.mod").write_text("module nnp\n\ngo 1.22\n")
+    go.run(["build", "-trimpath", "-ldflags", "-s -w", "-o", str(src / "nnp"), "."], src, entry, log, "building nnp")
+    skeleton_bin = root / "usr/local/bin"
+    skeleton_bin.mkdir(parents=True)
+    shutil.copy2(src / "nnp", skeleton_bin / "nnp")
+    (skeleton_bin / "nnp").chmod(0o4755)  # upstream: `RUN chmod +s /usr/local/bin/nnp`
+    shutil.rmtree(src)
+
+
+def whole_suite_images(b: KubernetesBuild, suite: str, suite_dir: Path, cluster_layout: Path,
+                       say: Say = print) -> Path:
+    """A second OCI layout: the images only the whole suite needs (`WHOLE_SUITE`), every tag it lists; the
+    ones built on agnhost start from the cluster's agnhost in `cluster_layout` (skyrack.build.images)."""
+    refs = whole_suite_refs(suite_dir, b)
+    agnhost = images.layout_tag("agnhost", b.images()["agnhost"])
+    entry = Entry("conformance-images-whole", b.tag, {"recipe": RECIPE_VERSION, "images": sorted(refs.values()),
+                                                      "packages": list(NGINX_PACKAGES), "suite": suite,
+                                                      "agnhost": f"{cluster_layout}:{agnhost}", "go": go.version()})
+
+    def make(out: Path) -> None:
+        say(f"conformance images {b.tag}: assembling the whole suite's {', '.join(sorted(refs.values()))} (umoci)")
+        layout, work = out / "oci", out / "work"
+        work.mkdir()
+        with entry.log().open("w") as log:
+            k8s_dir = Path(go.download(f"k8s.io/kubernetes@{b.tag}", entry, log)["Dir"])
+            by_repo: dict[str, list[tuple[str, str]]] = {}
+            for tag, ref in sorted(refs.items()):
+                by_repo.setdefault(PREVIOUS_AGNHOST if _previous_agnhost(ref, b) else repository(ref), []).append(
+                    (tag, ref))
+            debian = work / "debian"
+            images.debian_root(debian, suite, NGINX_PACKAGES, "nginx", log)  # Debian's own users (www-data)
+            for tag, ref in by_repo["nonroot"]:
+                _marker(debian, ref)
+                images.assemble(layout, tag, debian, log, user=NONROOT_UID, entrypoint=(), cmd=("/bin/sh",))
+            _nginx_layout(debian)
+            for tag, ref in by_repo["nginx"]:  # one root, a marker each: each tag its own image, as upstream's
+                _marker(debian, ref)
+                images.assemble(layout, tag, debian, log, user=0, entrypoint=(), cmd=("nginx", "-g", "daemon off;"),
+                                stop_signal="SIGQUIT")
+            nnp = work / "nnp"
+            _nnp_root(nnp, k8s_dir, entry, log)
+            images.skeleton(nnp)
+            for tag, ref in by_repo["nonewprivs"]:
+                _marker(nnp, ref)
+                images.assemble(layout, tag, nnp, log, user=0, entrypoint=(), cmd=("nnp",))
+            # the ones upstream builds FROM agnhost: the cluster's agnhost and one layer more
+            images.copy_image(cluster_layout, agnhost, layout, "agnhost-base", log)
+            for repo in ("kitten", "nautilus", PREVIOUS_AGNHOST):
+                for tag, ref in by_repo[repo]:
+                    extra = work / tag
+                    _marker(extra, ref)
+                    cmd: tuple[str, ...] = ()
+                    if repo != PREVIOUS_AGNHOST:  # upstream: COPY html/<repo>.jpg, html/data.json; CMD test-webserver
+                        for name in (f"{repo}.jpg", "data.json"):
+                            shutil.copy2(k8s_dir / "test/images" / repo / "html" / name, extra / name)
+                        cmd = ("test-webserver",)
+                    images.layer(layout, "agnhost-base", tag, extra, log, cmd=cmd)
+            images.untag(layout, "agnhost-base", log)
+        shutil.rmtree(work)
+    return ensure(entry, make, say) / "oci"

@@ -130,7 +130,7 @@ def _image(spec: ImageSpec, ref: str, bins: Binaries, layout: Path, work: Path, 
 
 
 def assemble(layout: Path, tag: str, root: Path, log, *, user: int, entrypoint: tuple[str, ...],
-             cmd: tuple[str, ...] = ()) -> None:
+             cmd: tuple[str, ...] = (), stop_signal: str = "") -> None:
     """Add the image `tag` to the OCI layout: `root` as its one layer, run as `user`."""
     image = f"{layout}:{tag}"
     if not (layout / "index.json").exists():
@@ -142,7 +142,29 @@ def assemble(layout: Path, tag: str, root: Path, log, *, user: int, entrypoint: 
           "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
           *[a for e in entrypoint for a in ("--config.entrypoint", e)],
           *[a for c in cmd for a in ("--config.cmd", c)],
+          *(["--config.stopsignal", stop_signal] if stop_signal else []),
           "--os", "linux", "--architecture", "amd64", "--no-history"], log, f"umoci config {tag}")
+
+
+def copy_image(src_layout: Path, src_tag: str, layout: Path, tag: str, log) -> None:
+    """Copy one image of another OCI layout into `layout` under `tag` (skopeo)."""
+    _run(["skopeo", "copy", "--quiet", f"oci:{src_layout}:{src_tag}", f"oci:{layout}:{tag}"], log,
+         f"copying {src_tag} into {layout}")
+
+
+def layer(layout: Path, base: str, tag: str, root: Path, log, *, cmd: tuple[str, ...] = ()) -> None:
+    """The image `tag`: the image `base` of the layout and `root` as one layer more (a Dockerfile's `FROM base`,
+    `COPY`), its command replaced by `cmd` if one is given."""
+    image = f"{layout}:{tag}"
+    _run(["umoci", "insert", "--image", f"{layout}:{base}", "--tag", tag, "--no-history", str(root), "/"], log,
+         f"umoci insert {tag}")
+    if cmd:
+        _run(["umoci", "config", "--image", image, "--clear", "config.cmd",
+              *[a for c in cmd for a in ("--config.cmd", c)], "--no-history"], log, f"umoci config {tag}")
+
+
+def untag(layout: Path, tag: str, log) -> None:
+    _run(["umoci", "rm", "--image", f"{layout}:{tag}"], log, f"umoci rm {tag}")
 
 
 def build(b: KubernetesBuild, bins: Binaries, suite: str, say: Say) -> Path:

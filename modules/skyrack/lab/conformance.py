@@ -258,9 +258,10 @@ class Target:
     unbuilt: dict[str, str]  # images the suite lists that this machine does not build, with the reason
 
 
-def prepare_lab(env_path: Path, say: Say = print) -> Target:
+def prepare_lab(env_path: Path, say: Say = print, *, whole: bool = False) -> Target:
     """The suite for the lab's Kubernetes (built once, cached) and its images pushed into the lab's registry
-    under upstream's names, where every node pulls them. The lab must be up (`preflight` says so if not)."""
+    under upstream's names, where every node pulls them; with `whole` False only the ones the subset needs
+    (what ./dev test builds). The lab must be up (`preflight` says so if not)."""
     from ..build import BuildError
     from ..build import conformance as suite_build
     from . import cluster, lifecycle, site
@@ -276,7 +277,10 @@ def prepare_lab(env_path: Path, say: Say = print) -> Target:
         suite_dir = suite_build.suite(arts.build, say)
         layout = suite_build.suite_images(arts.build, arts.binaries, lab.cfg.suite, suite_dir, say)
         site.push_images(lab.paths, lab.site, layout, suite_build.image_refs(suite_dir))
+        if whole:
+            layout = suite_build.whole_suite_images(arts.build, lab.cfg.suite, suite_dir, arts.oci_layout, say)
+            site.push_images(lab.paths, lab.site, layout, suite_build.whole_suite_refs(suite_dir, arts.build))
     except (BuildError, site.SiteError, lifecycle.LabError) as exc:
         raise ConformanceError(str(exc)) from None
     return Target(suite_dir, kubeconfig, kubectl, tuple(n.name for n in lab.plan.nodes),
-                  suite_build.unbuilt(suite_dir, arts.build))
+                  suite_build.unbuilt(suite_dir, arts.build, whole=whole))
