@@ -30,6 +30,8 @@ registry.k8s.io/e2e-test-images/nautilus:1.8
 registry.k8s.io/e2e-test-images/nonewprivs:1.4
 registry.k8s.io/e2e-test-images/nonroot:1.5
 registry.k8s.io/e2e-test-images/perl:5.26
+registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2
+registry.k8s.io/etcd:3.7.0-0
 registry.k8s.io/sig-storage/csi-attacher:v4.12.0
 registry.k8s.io/e2e-test-images/node-perf/npb-ep:1.6.0
 invalid.registry.k8s.io/invalid/alpine:3.1
@@ -108,6 +110,8 @@ def test_the_whole_suites_images_are_a_second_set_the_subset_does_without(suite_
     whole = suite_build.whole_suite_refs(suite_dir, B)
     assert whole == {
         "agnhost-2.55": "registry.k8s.io/e2e-test-images/agnhost:2.55",  # the previous release: not the cluster's
+        "etcd-3.7.0-0": "registry.k8s.io/etcd:3.7.0-0",
+        "sample-apiserver-1.29.2": "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2",
         "kitten-1.8": "registry.k8s.io/e2e-test-images/kitten:1.8",
         "nautilus-1.8": "registry.k8s.io/e2e-test-images/nautilus:1.8",
         "nginx-1.27.0-2": "registry.k8s.io/e2e-test-images/nginx:1.27.0-2",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,18 +107,22 @@ WHOLE_SUITE = (
     E2EImage("nautilus", "the cluster's agnhost with test/images/nautilus's nautilus.jpg and data.json, "
                          "`test-webserver`, as upstream's Dockerfile"),
     E2EImage("nonewprivs", "nnp (test/images/nonewprivs) built here, setuid root, on an empty root"),
+    E2EImage("sample-apiserver", "k8s.io/sample-apiserver (the Aggregator test's API server) built here at the "
+                                 "cluster's release from its staging module, on an empty root, as upstream's on "
+                                 "Alpine"),
+    E2EImage("etcd", "the cluster's etcd (3.6) at /usr/local/bin/etcd under the tag the suite names (upstream's is "
+                     "a 3.7 pre-release): the sample API server's own store"),
     E2EImage(PREVIOUS_AGNHOST, "the suite uses the previous agnhost release as an agnhost other than the cluster's "
                                "(deployment rollouts, kubectl): the cluster's agnhost with one more layer naming it, "
                                "a distinct image; not upstream's older build"),
 )
+SAMPLE_ETCD = "registry.k8s.io/etcd"  # upstream's GcEtcdRegistry: the sample API server's etcd
+SAMPLE_APISERVER_MODULE = "k8s.io/sample-apiserver"
 MARKER = "etc/skyrack-e2e-image"  # in every image built in place of an upstream one: what it stands in for
 # the cluster's own images the suite runs under the same names (pause): published with the cluster
 CLUSTER_IMAGES = ("pause",)
 # why the others are not built here, by repository name (a prefix matches a path: "node-perf/")
 UNBUILT = {
-    "sample-apiserver": "k8s.io/sample-apiserver at an old release with its own etcd image (the Aggregator test): "
-                        "not built yet",
-    "etcd": "the sample API server's etcd image (3.7 pre-release); the cluster's etcd is 3.6",
     "perl": "used by no conformance test of this release",
     "ipc-utils": "used by no conformance test of this release",
     "regression-issue-74839": "used by no conformance test of this release",
@@ -240,9 +245,10 @@ def _previous_agnhost(ref: str, b: KubernetesBuild) -> bool:
 
 
 def _whole_suite_listed(suite_dir: Path, b: KubernetesBuild) -> list[str]:
-    names = {e.name for e in WHOLE_SUITE} - {PREVIOUS_AGNHOST}
+    names = {e.name for e in WHOLE_SUITE} - {PREVIOUS_AGNHOST, "etcd"}
     return [r for r in listed_images(suite_dir)
-            if r.startswith(E2E_REGISTRY + "/") and (repository(r) in names or _previous_agnhost(r, b))]
+            if (r.startswith(E2E_REGISTRY + "/") and (repository(r) in names or _previous_agnhost(r, b)))
+            or r.startswith(SAMPLE_ETCD + ":")]
 
 
 def whole_suite_refs(suite_dir: Path, b: KubernetesBuild) -> dict[str, str]:
@@ -295,15 +301,34 @@ def _nnp_root(root: Path, k8s_dir: Path, entry: Entry, log) -> None:
     shutil.rmtree(src)
 
 
-def whole_suite_images(b: KubernetesBuild, suite: str, suite_dir: Path, cluster_layout: Path,
+def _etcd_root(root: Path, bins: Binaries) -> None:
+    (root / "usr/local/bin").mkdir(parents=True)
+    shutil.copy2(bins.path("etcd"), root / "usr/local/bin/etcd")
+
+
+def _sample_apiserver_root(root: Path, b: KubernetesBuild, entry: Entry, log, say: Say) -> None:
+    """k8s.io/sample-apiserver at the cluster's release, in the wrapper module the Kubernetes build uses (so
+    it links from that build's compiled packages), at /sample-apiserver."""
+    src = k8s.wrapper_module(root.parent / "sample-apiserver-src", b, entry, log)
+    bindir = root.parent / "sample-apiserver-bin"
+    bindir.mkdir()
+    go.build(["-mod=mod", "-trimpath", "-tags", k8s.BUILD_TAGS, "-ldflags", "-s -w", "-o", str(bindir) + "/",
+              SAMPLE_APISERVER_MODULE], src, entry, log, say)
+    root.mkdir()
+    shutil.copy2(bindir / "sample-apiserver", root / "sample-apiserver")
+    shutil.rmtree(src)
+    shutil.rmtree(bindir)
+
+
+def whole_suite_images(b: KubernetesBuild, bins: Binaries, suite: str, suite_dir: Path, cluster_layout: Path,
                        say: Say = print) -> Path:
     """A second OCI layout: the images only the whole suite needs (`WHOLE_SUITE`), every tag it lists; the
     ones built on agnhost start from the cluster's agnhost in `cluster_layout` (skyrack.build.images)."""
     refs = whole_suite_refs(suite_dir, b)
     agnhost = images.layout_tag("agnhost", b.images()["agnhost"])
-    entry = Entry("conformance-images-whole", b.tag, {"recipe": RECIPE_VERSION, "images": sorted(refs.values()),
-                                                      "packages": list(NGINX_PACKAGES), "suite": suite,
-                                                      "agnhost": f"{cluster_layout}:{agnhost}", "go": go.version()})
+    entry = k8s.component_entry("conformance-images-whole", b.tag, b, images=sorted(refs.values()),
+                                conformance=RECIPE_VERSION, packages=list(NGINX_PACKAGES), suite=suite,
+                                agnhost=f"{cluster_layout}:{agnhost}", etcd=str(bins.etcd))
 
     def make(out: Path) -> None:
         say(f"conformance images {b.tag}: assembling the whole suite's {', '.join(sorted(refs.values()))} (umoci)")
@@ -331,18 +356,29 @@ def whole_suite_images(b: KubernetesBuild, suite: str, suite_dir: Path, cluster_
             for tag, ref in by_repo["nonewprivs"]:
                 _marker(nnp, ref)
                 images.assemble(layout, tag, nnp, log, user=0, entrypoint=(), cmd=("nnp",))
+            static: tuple[tuple[str, Callable[[Path], None], tuple[str, ...], tuple[str, ...]], ...] = (
+                ("sample-apiserver", lambda r: _sample_apiserver_root(r, b, entry, log, say), ("/sample-apiserver",),
+                 ()),
+                ("etcd", lambda r: _etcd_root(r, bins), (), ("/usr/local/bin/etcd",)))
+            for name, make_root, entrypoint, cmd in static:  # one static program each, on an empty root
+                root = work / name
+                make_root(root)
+                images.skeleton(root)
+                for tag, ref in by_repo[name]:
+                    _marker(root, ref)
+                    images.assemble(layout, tag, root, log, user=0, entrypoint=entrypoint, cmd=cmd)
             # the ones upstream builds FROM agnhost: the cluster's agnhost and one layer more
             images.copy_image(cluster_layout, agnhost, layout, "agnhost-base", log)
             for repo in ("kitten", "nautilus", PREVIOUS_AGNHOST):
                 for tag, ref in by_repo[repo]:
                     extra = work / tag
                     _marker(extra, ref)
-                    cmd: tuple[str, ...] = ()
+                    web: tuple[str, ...] = ()
                     if repo != PREVIOUS_AGNHOST:  # upstream: COPY html/<repo>.jpg, html/data.json; CMD test-webserver
                         for name in (f"{repo}.jpg", "data.json"):
                             shutil.copy2(k8s_dir / "test/images" / repo / "html" / name, extra / name)
-                        cmd = ("test-webserver",)
-                    images.layer(layout, "agnhost-base", tag, extra, log, cmd=cmd)
+                        web = ("test-webserver",)
+                    images.layer(layout, "agnhost-base", tag, extra, log, cmd=web)
             images.untag(layout, "agnhost-base", log)
         shutil.rmtree(work)
     return ensure(entry, make, say) / "oci"

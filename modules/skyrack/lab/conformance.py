@@ -278,7 +278,7 @@ def prepare_lab(env_path: Path, say: Say = print, *, whole: bool = False) -> Tar
         layout = suite_build.suite_images(arts.build, arts.binaries, lab.cfg.suite, suite_dir, say)
         site.push_images(lab.paths, lab.site, layout, suite_build.image_refs(suite_dir))
         if whole:
-            layout = suite_build.whole_suite_images(arts.build, lab.cfg.suite, suite_dir, arts.oci_layout, say)
+            layout = suite_build.whole_suite_images(arts.build, arts.binaries, lab.cfg.suite, suite_dir, arts.oci_layout, say)
             site.push_images(lab.paths, lab.site, layout, suite_build.whole_suite_refs(suite_dir, arts.build))
     except (BuildError, site.SiteError, lifecycle.LabError) as exc:
         raise ConformanceError(str(exc)) from None
