@@ -143,8 +143,9 @@ def stop(host: Annotated[str, typer.Argument(help="Host to power off (`up` boots
 def build_cmd(
     path: EnvArg = DEFAULT_ENV,
     with_conformance: Annotated[bool, typer.Option(
-        "--conformance", help="Also build Kubernetes' conformance suite (e2e.test, ginkgo) and the images it runs "
-                              "that this machine builds (bench/conformance.py, the lab's conformance test).")] = False,
+        "--conformance", help="Also build Kubernetes' conformance suite (e2e.test, ginkgo) and the images its "
+                              "representative subset runs (the lab's conformance test); bench/conformance.py builds "
+                              "the whole suite's other images when it first runs the whole suite.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build (once, cached) what the lab needs: Kubernetes (binaries, apt repository, images) and the Pulumi
