@@ -146,3 +146,15 @@ def test_nginx_is_laid_out_as_upstreams_image(tmp_path):
     assert (root / "var/log/nginx/error.log").readlink() == Path("/dev/stderr")
     suite_build._marker(root, "registry.k8s.io/e2e-test-images/nginx:1.27.0-2")
     assert "in place of registry.k8s.io/e2e-test-images/nginx:1.27.0-2" in (root / suite_build.MARKER).read_text()
+
+
+def test_busybox_has_every_applet_in_bin_as_upstreams_image(tmp_path):
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin/busybox").write_text("binary")
+    suite_build._link_applets(root, ["bin/busybox", "bin/sh", "sbin/sysctl", "usr/bin/wget"])
+    for name in ("sh", "sysctl", "wget"):  # the sysctl test runs /bin/sysctl
+        assert (root / "bin" / name).readlink() == Path("/bin/busybox"), name
+    assert (root / "sbin/sysctl").readlink() == Path("/bin/busybox")
+    assert (root / "usr/bin/wget").readlink() == Path("/bin/busybox")
+    assert not (root / "bin/busybox").is_symlink()

@@ -28,7 +28,7 @@ from . import kubernetes as k8s
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 E2E_PACKAGE = "k8s.io/kubernetes/test/e2e"
 GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"  # upstream's PromoterE2eRegistry (test/utils/image)
@@ -88,7 +88,8 @@ class E2EImage:
 # the suite's images built here, and from what
 BUILT = (
     E2EImage("agnhost", "the cluster's build: k8s.io/kubernetes/test/images/agnhost (skyrack.build.images)"),
-    E2EImage("busybox", f"Debian's {BUSYBOX_PACKAGE}, its applets linked in /bin as upstream's image has them"),
+    E2EImage("busybox", f"Debian's {BUSYBOX_PACKAGE}, every applet linked in /bin as upstream's image has them "
+                        "(and at its usual path)"),
     E2EImage("glibc-dns-testing", "a Debian minbase root with bind9-dnsutils and the cluster's CoreDNS at "
                                   "/coredns, as upstream's Dockerfile (test/images/glibc-dns-testing)"),
 )
@@ -188,13 +189,19 @@ def _busybox_root(root: Path, log) -> None:
     shutil.copy2(work / "x/bin/busybox", root / "bin/busybox")
     applets = subprocess.run([str(root / "bin/busybox"), "--list-full"], capture_output=True, text=True,
                              check=True).stdout.split()
-    for applet in applets:  # "bin/sh", "usr/bin/wget", ...
-        link = root / applet
-        if applet == "bin/busybox" or link.exists():
-            continue
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to("/bin/busybox")
+    _link_applets(root, applets)
     shutil.rmtree(work)
+
+
+def _link_applets(root: Path, applets: list[str]) -> None:
+    """Every applet in /bin, as upstream's image has them (the official busybox image installs all of them
+    there: the suite runs `/bin/sysctl`), and at its usual path as well (`sbin/sysctl`, `usr/bin/wget`)."""
+    for applet in applets:  # "bin/sh", "sbin/sysctl", "usr/bin/wget", ...
+        for link in (root / "bin" / Path(applet).name, root / applet):
+            if link == root / "bin/busybox" or link.is_symlink() or link.exists():
+                continue
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to("/bin/busybox")
 
 
 def _glibc_dns_root(root: Path, bins: Binaries, suite: str, log) -> None:
