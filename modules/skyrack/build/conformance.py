@@ -28,7 +28,8 @@ from . import kubernetes as k8s
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 3  # the subset's images (suite_images)
+WHOLE_RECIPE_VERSION = 1  # the whole suite's (whole_suite_images)
 E2E_PACKAGE = "k8s.io/kubernetes/test/e2e"
 GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"  # upstream's PromoterE2eRegistry (test/utils/image)
@@ -334,7 +335,7 @@ def whole_suite_images(b: KubernetesBuild, bins: Binaries, suite: str, suite_dir
     refs = whole_suite_refs(suite_dir, b)
     agnhost = images.layout_tag("agnhost", b.images()["agnhost"])
     entry = k8s.component_entry("conformance-images-whole", b.tag, b, images=sorted(refs.values()),
-                                conformance=RECIPE_VERSION, packages=list(NGINX_PACKAGES), suite=suite,
+                                conformance=WHOLE_RECIPE_VERSION, packages=list(NGINX_PACKAGES), suite=suite,
                                 agnhost=f"{cluster_layout}:{agnhost}", etcd=str(bins.etcd))
 
     def make(out: Path) -> None:
