@@ -29,7 +29,7 @@ from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
 RECIPE_VERSION = 3  # the subset's images (suite_images)
-WHOLE_RECIPE_VERSION = 1  # the whole suite's (whole_suite_images)
+WHOLE_RECIPE_VERSION = 2  # the whole suite's (whole_suite_images)
 E2E_PACKAGE = "k8s.io/kubernetes/test/e2e"
 GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
 E2E_REGISTRY = "registry.k8s.io/e2e-test-images"  # upstream's PromoterE2eRegistry (test/utils/image)
