@@ -158,3 +158,14 @@ def test_busybox_has_every_applet_in_bin_as_upstreams_image(tmp_path):
     assert (root / "sbin/sysctl").readlink() == Path("/bin/busybox")
     assert (root / "usr/bin/wget").readlink() == Path("/bin/busybox")
     assert not (root / "bin/busybox").is_symlink()
+
+
+def test_a_failure_is_told_by_its_first_line_and_a_bare_expected_by_what_it_expected():
+    assert conformance.first_line("[FAILED] timed out waiting for the condition\nmore") == \
+        "timed out waiting for the condition"
+    gomega = "Expected\n    <string>: NAME=\"Debian GNU/Linux\"\nto contain substring\n    <string>: Alpine Linux\n"
+    assert conformance.first_line(gomega) == \
+        'Expected <string>: NAME="Debian GNU/Linux" to contain substring <string>: Alpine Linux'
+    assert conformance.first_line("expected \"a=b\" in container output: Expected\n  <string>: X=1\n").startswith(
+        'expected "a=b" in container output: Expected <string>: X=1')
+    assert conformance.first_line(None) == "" and conformance.first_line("\n  \n") == ""

@@ -185,12 +185,15 @@ def command(suite_dir: Path, kubeconfig: Path, kubectl: Path, report_dir: Path, 
 
 
 def first_line(text: str | None) -> str:
-    """The first line that says something (Ginkgo prefixes a failure's message with `[FAILED]`)."""
-    for line in (text or "").splitlines():
-        line = line.strip().removeprefix("[FAILED]").strip()
-        if line:
-            return line[:300]
-    return ""
+    """The first line that says something (Ginkgo prefixes a failure's message with `[FAILED]`); a Gomega
+    message that starts with a bare `Expected` goes on to what was expected, on one line."""
+    lines = [line.strip().removeprefix("[FAILED]").strip() for line in (text or "").splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return ""
+    if lines[0] == "Expected" or lines[0].endswith(": Expected"):
+        return " ".join(" ".join(lines[:8]).split())[:300]
+    return lines[0][:300]
 
 
 def read_junit(path: Path, seconds: float) -> Result:
