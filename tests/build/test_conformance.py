@@ -6,6 +6,7 @@ The image list here is an excerpt of what `e2e.test --list-images` of Kubernetes
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,44 @@ def test_busybox_has_every_applet_in_bin_as_upstreams_image(tmp_path):
     assert (root / "sbin/sysctl").readlink() == Path("/bin/busybox")
     assert (root / "usr/bin/wget").readlink() == Path("/bin/busybox")
     assert not (root / "bin/busybox").is_symlink()
+
+
+# Debian bookworm's busybox 1:1.35.0-4+deb12u1, debian/patches/series (abridged)
+SERIES = """\
+# The following patches need significant re-working for the current version
+# u-mount-FreeBSD-support.patch
+
+# other patches
+shell-ash-export-HOME.patch
+revert-9c143ce52da11ec3d21a3491c3749841d3dc10f0.patch
+temp-deb-installer-hack.patch
+CVE-2022-48174.patch
+CVE-2023-42363.patch  # a trailing comment
+"""
+
+
+def test_busybox_is_built_with_debians_patches_in_order_less_the_one_that_drops_environment_names():
+    assert suite_build.busybox_patches(SERIES) == [
+        "shell-ash-export-HOME.patch", "CVE-2022-48174.patch", "CVE-2023-42363.patch"]
+
+
+def test_a_debian_series_without_the_patch_left_out_is_a_build_error_not_a_silent_change():
+    with pytest.raises(BuildError, match="no longer has revert-9c143ce"):
+        suite_build.busybox_patches(SERIES.replace("revert-9c143ce52da11ec3d21a3491c3749841d3dc10f0.patch\n", ""))
+
+
+@pytest.mark.parametrize("keeps", [True, False])
+def test_a_busybox_whose_shell_drops_an_environment_name_fails_the_build(tmp_path, keeps):
+    # stand-ins for `busybox sh -c env`: one passes its environment on, one weeds out the name as Debian's does
+    fake = tmp_path / "busybox"
+    drop = "" if keeps else f"os.environ.pop({suite_build.BUSYBOX_ENV_PROBE!r})\n"
+    fake.write_text(f"#!{sys.executable}\nimport os\n{drop}os.execvp('env', ['env'])\n")  # (dash drops it too)
+    fake.chmod(0o755)
+    if keeps:
+        suite_build._check_busybox(fake)
+    else:
+        with pytest.raises(BuildError, match="drops the environment name 'data-1'"):
+            suite_build._check_busybox(fake)
 
 
 def test_a_failure_is_told_by_its_first_line_and_a_bare_expected_by_what_it_expected():

@@ -7,7 +7,8 @@
   them `images.txt`: what `e2e.test --list-images` says the suite can run.
 * `suite_images(b, bins, suite, suite_dir)`: the suite's images this machine builds, under upstream's names, in
   one OCI layout: agnhost and pause are the cluster's own build (skyrack.build.images, already in the site's
-  registry); busybox is Debian's `busybox-static` with its applets linked as upstream's image has them;
+  registry); busybox is built from Debian's source package, as Debian's `busybox-static` but for one patch
+  (`BUSYBOX_PATCHES_LEFT_OUT`), its applets linked as upstream's image has them;
   glibc-dns-testing is a Debian root with dig and CoreDNS, as upstream's Dockerfile. Every other image
   of the list is in `UNBUILT` with the reason, so a test that needs one is reported, not mistaken for a
   failure of the cluster.
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -23,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..upstream import KubernetesBuild
-from . import go, images
+from . import go, images, mirrors
 from . import kubernetes as k8s
 from .cache import BuildError, Entry, Say, ensure
 from .kubernetes import Binaries
 
-RECIPE_VERSION = 3  # the subset's images (suite_images)
+RECIPE_VERSION = 4  # the subset's images (suite_images)
 WHOLE_RECIPE_VERSION = 2  # the whole suite's (whole_suite_images)
 E2E_PACKAGE = "k8s.io/kubernetes/test/e2e"
 GINKGO_PACKAGE = "github.com/onsi/ginkgo/v2/ginkgo"
@@ -74,7 +76,6 @@ def listed_images(suite_dir: Path) -> list[str]:
 
 # --- the images ---------------------------------------------------------------------------------------------
 
-BUSYBOX_PACKAGE = "busybox-static"
 # upstream's glibc-dns-testing: debian-base, `apt-get install dnsutils` (bind9-dnsutils since Debian 12) and
 # CoreDNS at /coredns; the DNS tests query through it beside agnhost (musl) to cover both C libraries
 GLIBC_DNS_PACKAGES = ("bind9-dnsutils",)
@@ -89,8 +90,9 @@ class E2EImage:
 # the suite's images built here, and from what
 BUILT = (
     E2EImage("agnhost", "the cluster's build: k8s.io/kubernetes/test/images/agnhost (skyrack.build.images)"),
-    E2EImage("busybox", f"Debian's {BUSYBOX_PACKAGE}, every applet linked in /bin as upstream's image has them "
-                        "(and at its usual path)"),
+    E2EImage("busybox", "Debian's busybox source package built as Debian builds busybox-static, less the patch "
+                        "that makes its shell drop environment names that are not identifiers (upstream's keeps "
+                        "them); every applet linked in /bin as upstream's image has them (and at its usual path)"),
     E2EImage("glibc-dns-testing", "a Debian minbase root with bind9-dnsutils and the cluster's CoreDNS at "
                                   "/coredns, as upstream's Dockerfile (test/images/glibc-dns-testing)"),
 )
@@ -177,21 +179,106 @@ def unbuilt(suite_dir: Path, b: KubernetesBuild, *, whole: bool = True) -> dict[
     return out
 
 
-def _busybox_root(root: Path, log) -> None:
+def _busybox_root(root: Path, suite: str, log) -> None:
     """A root of /bin/busybox and a link per applet (upstream's busybox image is `busybox --install`)."""
-    work = root.parent / "busybox-deb"
+    work = root.parent / "busybox-src"
     work.mkdir()
-    proc = subprocess.run(["apt-get", "download", BUSYBOX_PACKAGE], cwd=work, stdout=log, stderr=log, check=False)
-    debs = sorted(work.glob("*.deb"))
-    if proc.returncode != 0 or not debs:
-        raise BuildError(f"conformance images: apt-get download {BUSYBOX_PACKAGE} failed; see {log.name}")
-    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(work / "x")], stdout=log, stderr=log, check=True)
+    busybox = _busybox_build(work, suite, log)
     (root / "bin").mkdir(parents=True)
-    shutil.copy2(work / "x/bin/busybox", root / "bin/busybox")
+    shutil.copy2(busybox, root / "bin/busybox")
     applets = subprocess.run([str(root / "bin/busybox"), "--list-full"], capture_output=True, text=True,
                              check=True).stdout.split()
     _link_applets(root, applets)
     shutil.rmtree(work)
+
+
+def _busybox_build(work: Path, suite: str, log) -> Path:
+    """Debian's busybox source package for `suite`, fetched and verified by apt from the host's own mirrors,
+    built as Debian builds busybox-static (its static configuration) with Debian's patches less
+    `BUSYBOX_PATCHES_LEFT_OUT`; checked for what the suite needs of it (`_check_busybox`)."""
+    src = work / "src"
+    src.mkdir()
+    _apt_source(work, suite, BUSYBOX_SOURCE, log)
+    origs = sorted(work.glob(f"{BUSYBOX_SOURCE}_*.orig.tar.*"))
+    debians = sorted(work.glob(f"{BUSYBOX_SOURCE}_*.debian.tar.*"))
+    if len(origs) != 1 or len(debians) != 1:
+        raise BuildError(f"conformance images: apt-get source {BUSYBOX_SOURCE} gave no single upstream tarball and "
+                         f"Debian tarball; see {log.name}")
+    _run(["tar", "xf", str(origs[0]), "-C", str(src), "--strip-components=1"], log, "unpacking busybox")
+    _run(["tar", "xf", str(debians[0]), "-C", str(src)], log, "unpacking busybox's Debian files")
+    for patch in busybox_patches((src / "debian/patches/series").read_text()):
+        with (src / "debian/patches" / patch).open() as f:
+            _run(["patch", "-p1", "--batch", "--forward"], log, f"busybox: Debian's {patch}", cwd=src, stdin=f)
+    config = [src / "debian/config/os/linux", src / "debian/config/pkg/static"]
+    if not all(c.is_file() for c in config):
+        raise BuildError(f"conformance images: busybox's Debian source has no {', '.join(str(c) for c in config)}")
+    (src / ".config").write_text("".join(c.read_text() for c in config))
+    # Debian's rules: `yes "" | make oldconfig` settles options the shipped file does not name at their defaults
+    proc = subprocess.run(["make", "oldconfig"], cwd=src, input="\n" * 5000, text=True, stdout=log, stderr=log,
+                          check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"conformance images: busybox's make oldconfig failed; see {log.name}")
+    _run(["make", f"-j{os.cpu_count() or 1}", "busybox"], log, "building busybox", cwd=src)
+    _check_busybox(src / "busybox")
+    return src / "busybox"
+
+
+# Debian's source package busybox-static is built from, and the patches of Debian's series left out of the
+# image's build, with why (an unknown name here is an error, so a change in Debian's series is seen)
+BUSYBOX_SOURCE = "busybox"
+BUSYBOX_PATCHES_LEFT_OUT = {
+    "revert-9c143ce52da11ec3d21a3491c3749841d3dc10f0.patch":
+        "makes ash drop environment names that are not shell identifiers (`data-1`), which Kubernetes allows "
+        "and upstream's ash keeps on purpose; four conformance tests read them through `sh -c env`",
+    "temp-deb-installer-hack.patch": "debian-installer's option (off by default), written on top of the revert",
+}
+# a name Kubernetes allows in a container's environment and a shell does not: what the suite's tests use
+BUSYBOX_ENV_PROBE = "data-1"
+
+
+def busybox_patches(series: str) -> list[str]:
+    """Debian's series (`debian/patches/series`) in order, less BUSYBOX_PATCHES_LEFT_OUT."""
+    names = [line.split("#", 1)[0].split()[0] for line in series.splitlines() if line.split("#", 1)[0].strip()]
+    missing = sorted(set(BUSYBOX_PATCHES_LEFT_OUT) - set(names))
+    if missing:
+        raise BuildError(f"conformance images: Debian's busybox series no longer has {', '.join(missing)}: "
+                         "check skyrack.build.conformance.BUSYBOX_PATCHES_LEFT_OUT against it")
+    return [n for n in names if n not in BUSYBOX_PATCHES_LEFT_OUT]
+
+
+def _check_busybox(binary: Path) -> None:
+    """The built busybox's shell passes on an environment name that is not a shell identifier, as upstream's
+    image does (the suite's Secrets and ConfigMap environment tests run `sh -c env` in it)."""
+    out = subprocess.run(["env", "-i", f"{BUSYBOX_ENV_PROBE}=kept", str(binary), "sh", "-c", "env"],
+                         capture_output=True, text=True, timeout=30, check=False).stdout
+    if f"{BUSYBOX_ENV_PROBE}=kept" not in out.splitlines():
+        raise BuildError(f"conformance images: the busybox built here drops the environment name "
+                         f"{BUSYBOX_ENV_PROBE!r} (`sh -c env` printed {out.split()}); the suite's environment "
+                         "tests would fail")
+
+
+def _apt_source(work: Path, suite: str, package: str, log) -> None:
+    """`apt-get source --download-only package` into `work`, from the host's own Debian mirrors for `suite`
+    (its -updates and -security as well), with their deb-src indexes in `work`: apt checks every file against
+    the signed index, and the host's apt state is not touched."""
+    srcs = [s for s in mirrors.sources() if any(x == suite or x.startswith(suite + "-") for x in s.suites)]
+    if not srcs:
+        raise BuildError(f"conformance images: no HTTP Debian source for {suite!r} in /etc/apt ({package}'s source "
+                         "is fetched from it)")
+    (work / "apt/lists/partial").mkdir(parents=True)
+    (work / "apt/parts").mkdir()
+    (work / "apt/sources.list").write_text(mirrors.sources_list(srcs, kind="deb-src"))
+    opts = ["-o", f"Dir::Etc::SourceList={work / 'apt/sources.list'}", "-o", f"Dir::Etc::SourceParts={work / 'apt/parts'}",
+            "-o", f"Dir::State::Lists={work / 'apt/lists'}", "-o", f"Dir::Cache={work / 'apt/cache'}",
+            "-o", "APT::Sandbox::User=root", "-q"]
+    _run(["apt-get", *opts, "update"], log, f"apt-get update of the deb-src indexes for {package}")
+    _run(["apt-get", *opts, "source", "--download-only", package], log, f"apt-get source {package}", cwd=work)
+
+
+def _run(cmd: list[str], log, what: str, *, cwd: Path | None = None, stdin=None) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, stdin=stdin, stdout=log, stderr=log, check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"conformance images: {what} failed (exit {proc.returncode}); see {log.name}")
 
 
 def _link_applets(root: Path, applets: list[str]) -> None:
@@ -215,9 +302,11 @@ def suite_images(b: KubernetesBuild, bins: Binaries, suite: str, suite_dir: Path
     packages), every tag the suite lists (images.layout_tag names them); returns its directory."""
     refs = image_refs(suite_dir)
     entry = Entry("conformance-images", b.tag, {"recipe": RECIPE_VERSION, "images": sorted(refs.values()),
-                                                "packages": [BUSYBOX_PACKAGE, *GLIBC_DNS_PACKAGES], "suite": suite,
+                                                "packages": [*GLIBC_DNS_PACKAGES],
+                                                "busybox": {"source": BUSYBOX_SOURCE,
+                                                            "left_out": sorted(BUSYBOX_PATCHES_LEFT_OUT)}, "suite": suite,
                                                 "coredns": str(bins.coredns)})
-    roots = {"busybox": lambda root, log: _busybox_root(root, log),
+    roots = {"busybox": lambda root, log: _busybox_root(root, suite, log),
              "glibc-dns-testing": lambda root, log: _glibc_dns_root(root, bins, suite, log)}
 
     def make(out: Path) -> None:

@@ -72,8 +72,8 @@ def primary(suite: str, apt_dir: Path = APT_DIR) -> Source | None:
     return next((s for s in sources(apt_dir) if suite in s.suites), None)
 
 
-def sources_list(srcs: list[Source]) -> str:
-    """The same sources as a one-line-style sources.list, for the nodes."""
+def sources_list(srcs: list[Source], kind: str = "deb") -> str:
+    """The same sources as a one-line-style sources.list, for the nodes (`kind` "deb-src": their sources)."""
     lines = ["# The lab host's Debian sources; nodes reach them only through the lab's apt proxy."]
-    lines += [f"deb {s.uri} {suite} {' '.join(s.components)}" for s in srcs for suite in s.suites]
+    lines += [f"{kind} {s.uri} {suite} {' '.join(s.components)}" for s in srcs for suite in s.suites]
     return "\n".join(lines) + "\n"

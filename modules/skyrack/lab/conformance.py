@@ -46,7 +46,8 @@ SUITE_NODES = ("[SynchronizedBeforeSuite]", "[SynchronizedAfterSuite]", "[Before
                "[ReportBeforeSuite]", "[ReportAfterSuite]", "[DeferCleanup (Suite)]")
 
 # A representative part, minutes long (what the lab's test runs; `bench/conformance.py --subset`): DNS,
-# Services across nodes, pod-to-pod across racks, exec and logs through the kubelet, authorization, an
+# Services across nodes, pod-to-pod across racks, exec and logs through the kubelet, environment variables
+# named as Kubernetes allows and a shell does not (read by the busybox image's shell), authorization, an
 # admission webhook the API server calls in a pod, the scheduler's preemption.
 SUBSET = (
     "[sig-network] DNS should provide DNS for services [Conformance]",
@@ -56,6 +57,7 @@ SUBSET = (
     "[Conformance] [NodeConformance]",
     "[sig-node] Pods should support remote command execution over websockets [Conformance] [NodeConformance]",
     "[sig-cli] Kubectl logs logs should be able to retrieve and filter logs [Conformance]",
+    "[sig-node] ConfigMap should be consumable as environment variable names with various prefixes [Conformance]",
     "[sig-auth] SubjectReview should support SubjectReview API operations [Conformance]",
     "[sig-auth] ServiceAccounts should mount an API token into pods [Conformance]",
     "[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and configmap "
