@@ -83,7 +83,7 @@ def real_cluster(tmp: Path, nodes: int = 3) -> dict:
     t0 = time.monotonic()
     lifecycle.up(env, say=lambda _m: None)
     t_up = time.monotonic()
-    ws = stacks.workspace(lab.paths, lifecycle.artifacts(lab).engine)
+    ws = stacks.workspace(lab.paths, lifecycle.artifacts(lab, kubernetes_provider=True).engine)
     stacks.cluster(ws, lab.paths, env, lab.plan.env.name, ["up", "--yes"])  # the cluster layer, pulumi up
     t_layer = time.monotonic()
     runs = tmp / "runs-cluster"

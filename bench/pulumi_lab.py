@@ -78,7 +78,7 @@ def run(tmp: Path) -> dict:
     lifecycle.down(env, say=lambda _m: None)
     lifecycle.up(env, say=lambda _m: None)
     lab = lifecycle.open_lab(env)
-    ws = stacks.workspace(lab.paths, lifecycle.artifacts(lab).engine)
+    ws = stacks.workspace(lab.paths, lifecycle.artifacts(lab, kubernetes_provider=True).engine)
     stack = lab.plan.env.name
 
     def pulumi(*args: str, on: Path = env) -> str:

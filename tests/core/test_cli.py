@@ -268,3 +268,12 @@ def test_the_readme_command_table_names_every_command_and_flag():
                     and not any(f in text for f in flags):
                 missing.append(f"skyrack {' '.join(path)} {flags[0]}: not in its row or {doc or 'any linked doc'}")
     assert not missing, "\n".join(missing)
+
+
+def test_lab_build_refuses_site_with_conformance_and_builds_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    proc = run_cli("lab", "build", "--site", "--conformance", env={"SKYRACK_CACHE": str(cache)})
+    assert proc.returncode == 2, proc.stderr
+    assert "--site" in proc.stderr and "--conformance" in proc.stderr and "choose one" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not cache.exists()

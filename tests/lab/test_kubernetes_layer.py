@@ -415,14 +415,14 @@ def test_the_stacks_config_lives_in_the_labs_workspace_not_in_the_checkout(lab):
     for project in (stacks.CONTROLPLANE_DIR, stacks.CLUSTER_DIR):
         assert not list(project.glob("Pulumi.*.yaml")), f"a stack config file was written into {project}"
     lb_ = lifecycle.open_lab(lab.env)
-    ws = stacks.workspace(lb_.paths, lifecycle.artifacts(lb_).engine)
+    ws = stacks.workspace(lb_.paths, lifecycle.artifacts(lb_, kubernetes_provider=True).engine)
     for project in ("skyrack", "skyrack-cluster"):
         assert "encryptionsalt" in ws.config_file(project, "lab").read_text()
 
 
 def test_bad_engine_input_is_one_clear_error(lab, tmp_path):
     lb_ = lifecycle.open_lab(lab.env)
-    ws = stacks.workspace(lb_.paths, lifecycle.artifacts(lb_).engine)
+    ws = stacks.workspace(lb_.paths, lifecycle.artifacts(lb_, kubernetes_provider=True).engine)
     with pytest.raises(EngineError, match=r"control-plane stack organization/skyrack/nosuch, which does not "
                                           r"exist.*skyrack lab up"):
         stacks.cluster(ws, lb_.paths, lab.env, "nosuch", ["preview"])

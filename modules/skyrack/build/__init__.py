@@ -29,13 +29,16 @@ class Artifacts:
     binaries: k8s.Binaries
     apt_repo: Path  # the flat repository directory (Release.key, InRelease, Packages, *.deb)
     oci_layout: Path  # one OCI layout with every image (images.layout_tag names them)
-    engine: pulumi.Engine  # the Pulumi CLI, language host and Kubernetes provider the stacks run on
+    engine: pulumi.Engine  # the Pulumi CLI and language host the stacks run on (and the Kubernetes provider)
 
 
-def ensure(b: KubernetesBuild, suite: str, say: Say = print) -> Artifacts:
+def ensure(b: KubernetesBuild, suite: str, say: Say = print, *, kubernetes_provider: bool = True) -> Artifacts:
+    """`kubernetes_provider=False`: the engine without the Kubernetes provider, what `lab up` needs (the
+    cluster layer's `pulumi up` needs the provider): the site's part of the build, whose tests start while the
+    provider builds (`./dev test`)."""
     bins = k8s.all_binaries(b, say)
     return Artifacts(b, bins, debs.repository(b, bins, say), images.build(b, bins, suite, say),
-                     pulumi.engine(upstream.PULUMI, say))
+                     pulumi.engine(upstream.PULUMI, say, kubernetes=kubernetes_provider))
 
 
 def report(root: Path = ROOT) -> list[dict]:

@@ -198,8 +198,11 @@ def _generate(program: Path, cwd: Path, version: str, entry: Entry, log) -> None
         raise BuildError(f"{entry.component} {entry.version}: generating the embedded schema failed; see {log.name}")
 
 
-def engine(b: PulumiBuild, say: Say) -> Engine:
-    """Build (or find in the cache) the CLI, the language host, the dynamic-provider host and the provider."""
+def engine(b: PulumiBuild, say: Say, *, kubernetes: bool = True) -> Engine:
+    """Build (or find in the cache) the CLI, the language host, the dynamic-provider host and the provider.
+
+    `kubernetes=False` leaves the Kubernetes provider out (the longest of the four to build): what a program
+    that makes no Kubernetes resource runs on, as the lab's control-plane stand-in stack (`lab up`)."""
     go.require_go()
-    return Engine(b, (cli(b, say) / "bin", language_python(b, say) / "bin", dynamic_provider(b, say) / "bin",
-                      kubernetes_provider(b, say) / "bin"))
+    dirs = (cli(b, say) / "bin", language_python(b, say) / "bin", dynamic_provider(b, say) / "bin")
+    return Engine(b, (*dirs, kubernetes_provider(b, say) / "bin") if kubernetes else dirs)

@@ -139,6 +139,10 @@ def stop(host: Annotated[str, typer.Argument(help="Host to power off (`up` boots
     out.print(f"{host} stopped")
 
 
+def _build_say(m: str) -> None:
+    err.print(f"[bold]build[/bold] {m}")
+
+
 @app.command("build")
 def build_cmd(
     path: EnvArg = DEFAULT_ENV,
@@ -146,19 +150,23 @@ def build_cmd(
         "--conformance", help="Also build Kubernetes' conformance suite (e2e.test, ginkgo) and the images its "
                               "representative subset runs (the lab's conformance test); bench/conformance.py builds "
                               "the whole suite's other images when it first runs the whole suite.")] = False,
+    site: Annotated[bool, typer.Option(
+        "--site", help="Only what `lab up` needs: Kubernetes (binaries, apt repository, images) and the Pulumi "
+                       "engine without its Kubernetes provider, which the cluster layer's `lab pulumi` needs "
+                       "(./dev test runs the tests that need no more while the rest builds).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Build (once, cached) what the lab needs: Kubernetes (binaries, apt repository, images) and the Pulumi
     engine; list the cache."""
+    if site and with_conformance:
+        err.print("[red]error[/red] --site builds only what `lab up` needs and --conformance more: choose one")
+        raise typer.Exit(2)
     lab = _run(lambda: lifecycle.open_lab(path), as_json)
     if lab.kubernetes is not None:
         b = lab.kubernetes
-
-        def say(m: str) -> None:
-            err.print(f"[bold]build[/bold] {m}")
-        arts = _run(lambda: build.ensure(b, lab.cfg.suite, say=say), as_json)
+        arts = _run(lambda: build.ensure(b, lab.cfg.suite, say=_build_say, kubernetes_provider=not site), as_json)
         if with_conformance:
-            _run(lambda: suite_build.suite_images(b, arts.binaries, lab.cfg.suite, suite_build.suite(b, say), say),
+            _run(lambda: suite_build.suite_images(b, arts.binaries, lab.cfg.suite, suite_build.suite(b, _build_say), _build_say),
                  as_json)
     entries = build.report()
     if as_json:
@@ -268,7 +276,7 @@ def pulumi(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help=
     stacks/cluster, stack <env>, the lab's own backend and passphrase (see `skyrack lab env`)."""
     lab = _run(lambda: lifecycle.open_lab(path))
     _run(lambda: stacks.require_up(lab.paths, path))  # before the engine: a lab never brought up builds nothing
-    artifacts = _run(lambda: lifecycle.artifacts(lab))
+    artifacts = _run(lambda: lifecycle.artifacts(lab, kubernetes_provider=True, say=_build_say))
     args = passthrough_args(sys.argv, ctx.args, "pulumi")
     ws = stacks.workspace(lab.paths, artifacts.engine)
     streamed = "--json" not in args  # Pulumi's JSON document alone on stdout; else its output as it comes
@@ -282,7 +290,7 @@ def pulumi(ctx: typer.Context, path: Annotated[Path, typer.Option("--env", help=
 def env_cmd(path: EnvArg = DEFAULT_ENV) -> None:
     """Print shell exports for the lab's Pulumi (`eval "$(skyrack lab env)"`, then `pulumi` as usual)."""
     lab = _run(lambda: lifecycle.open_lab(path))
-    artifacts = _run(lambda: lifecycle.artifacts(lab))
+    artifacts = _run(lambda: lifecycle.artifacts(lab, kubernetes_provider=True, say=_build_say))
     print(stacks.workspace(lab.paths, artifacts.engine).exports(), end="")
 
 

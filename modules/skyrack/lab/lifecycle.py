@@ -265,20 +265,23 @@ def replace(env_path: Path, name: str, say: Say = print) -> None:
     say(f"{name} replaced")
 
 
-def _build(lab: Lab, say: Say) -> build.Artifacts | None:
+def _build(lab: Lab, say: Say, kubernetes_provider: bool = False) -> build.Artifacts | None:
+    """What the lab serves and runs. Its own stand-in stack makes no Kubernetes resource: the Pulumi engine
+    without the Kubernetes provider unless asked (the cluster layer's `skyrack lab pulumi` asks)."""
     if lab.kubernetes is None:
         return None
     try:
-        return build.ensure(lab.kubernetes, lab.cfg.suite, say)
+        return build.ensure(lab.kubernetes, lab.cfg.suite, say, kubernetes_provider=kubernetes_provider)
     except build.BuildError as exc:
         raise LabError(str(exc)) from None
 
 
-def artifacts(lab: Lab) -> build.Artifacts:
-    """The lab's built Kubernetes (from the cache after the first `lab up`); LabError without one."""
+def artifacts(lab: Lab, *, kubernetes_provider: bool = False, say: Say | None = None) -> build.Artifacts:
+    """The lab's built Kubernetes (from the cache after the first `lab up`); LabError without one. With
+    `kubernetes_provider`, an engine that runs the cluster layer (built on first use, progress to `say`)."""
     if lab.kubernetes is None:
         raise LabError(f"{lab.plan.source}: this lab runs no Kubernetes (mirrors.kubernetes is not set)")
-    found = _build(lab, lambda _m: None)
+    found = _build(lab, say or (lambda _m: None), kubernetes_provider)
     assert found is not None
     return found
 
