@@ -6,7 +6,8 @@ no `pulumi up` touches every member at once, and the docs promise that replacing
 and size, deleting the old VM first (fixed names). Whether an ignored property's new value or the one
 in state goes to the replacement is the engine's decision, not the provider's: Azure cannot run here,
 so a Python dynamic provider stands in for `compute.VirtualMachine`, with the same resource options as
-skyrack.azure.vm, and records what it was asked to do. Needs the built engine (`skyrack lab build`).
+skyrack.azure.vm, and records what it was asked to do. Needs the built engine, less its Kubernetes provider
+(`skyrack lab build --site`).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, Path
     program.mkdir()
     (program / "Pulumi.yaml").write_text(f"name: {PROJECT}\nruntime: python\n")
     (program / "__main__.py").write_text(PROGRAM)
-    ws = Workspace(built.engine(upstream.PULUMI, lambda _: None), root / "ws").create()
+    ws = Workspace(built.engine(upstream.PULUMI, lambda _: None, kubernetes=False), root / "ws").create()
     ws.ensure_stack(program, PROJECT, STACK)
     return ws, program, root / "provider.log"
 

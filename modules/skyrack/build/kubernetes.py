@@ -52,7 +52,6 @@ class Binaries:
     containerd: Path
     etcd: Path
     prometheus: Path
-    kwok: Path  # its cache entry: bin/kwok and stages/*.yaml
 
     def path(self, name: str) -> Path:
         if name in K8S_COMMANDS + E2E_COMMANDS:
@@ -241,8 +240,9 @@ def pause(b: KubernetesBuild, say: Say) -> Path:
 
 
 def all_binaries(b: KubernetesBuild, say: Say) -> Binaries:
-    """Build (or find in the cache) every program a cluster of version `b` runs."""
+    """Build (or find in the cache) every program a cluster of version `b` runs. Not KWOK: only a simulated
+    fleet runs it (`kwok()`, built on the fleet's first `lab fleet up` or by `skyrack lab build`)."""
     go.require_go()
     return Binaries(kubernetes=kubernetes(b, say), coredns=coredns(b, say), pause=pause(b, say),
                     containerd=programs.build(programs.CONTAINERD, say), etcd=programs.build(programs.ETCD, say),
-                    prometheus=programs.build(programs.PROMETHEUS, say), kwok=kwok(b, say))
+                    prometheus=programs.build(programs.PROMETHEUS, say))

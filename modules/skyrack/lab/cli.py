@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .. import build
 from ..build import conformance as suite_build
+from ..build import kubernetes as k8s_build
 from ..cliutil import CONFIGS, DEFAULT_ENV, EnvArg, JsonOpt, dump_json, env_path, err, guarded, ok, out
 from ..engine import EngineError
 from ..kube import health
@@ -152,12 +153,13 @@ def build_cmd(
                               "the whole suite's other images when it first runs the whole suite.")] = False,
     site: Annotated[bool, typer.Option(
         "--site", help="Only what `lab up` needs: Kubernetes (binaries, apt repository, images) and the Pulumi "
-                       "engine without its Kubernetes provider, which the cluster layer's `lab pulumi` needs "
+                       "engine without its Kubernetes provider, which the cluster layer's `lab pulumi` needs, "
+                       "nor KWOK, which `lab fleet up` needs "
                        "(./dev test runs the tests that need no more while the rest builds).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build (once, cached) what the lab needs: Kubernetes (binaries, apt repository, images) and the Pulumi
-    engine; list the cache."""
+    """Build (once, cached) what the lab needs: Kubernetes (binaries, apt repository, images), the Pulumi
+    engine and KWOK (the simulated fleet's); list the cache."""
     if site and with_conformance:
         err.print("[red]error[/red] --site builds only what `lab up` needs and --conformance more: choose one")
         raise typer.Exit(2)
@@ -165,6 +167,8 @@ def build_cmd(
     if lab.kubernetes is not None:
         b = lab.kubernetes
         arts = _run(lambda: build.ensure(b, lab.cfg.suite, say=_build_say, kubernetes_provider=not site), as_json)
+        if not site:
+            _run(lambda: k8s_build.kwok(b, _build_say), as_json)  # the simulated fleet's (`lab fleet up`)
         if with_conformance:
             _run(lambda: suite_build.suite_images(b, arts.binaries, lab.cfg.suite, suite_build.suite(b, _build_say), _build_say),
                  as_json)

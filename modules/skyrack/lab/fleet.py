@@ -33,6 +33,7 @@ import yaml
 
 from .. import build, daemon
 from .. import plan as planmod
+from ..build import kubernetes as k8s_build
 from ..errors import InputError, Problem
 from ..plan import NodeVars, Plan
 from . import cluster, controlplane
@@ -114,17 +115,22 @@ def _kubectl(lab: Lab, arts: build.Artifacts, *args: str, stdin: str | None = No
     return proc.stdout
 
 
-def start_kwok(lab: Lab, arts: build.Artifacts, say: Say = print) -> int:
+def start_kwok(lab: Lab, say: Say = print) -> int:
     """KWOK on the lab host (idempotent): the PID, recorded in the lab's state."""
     st = load(lab.paths)
     assert st is not None, "up() checked the lab is up"
     if daemon.alive(st.kwok_pid, MARKER):
         return st.kwok_pid  # type: ignore[return-value]
+    assert lab.kubernetes is not None, "artifacts() checked the lab runs Kubernetes"
+    try:
+        kwok = k8s_build.kwok(lab.kubernetes, say)  # built on first use (cached after)
+    except build.BuildError as exc:
+        raise LabError(str(exc)) from None
     home = controlplane.home(lab.paths)
     conf = home / MARKER
-    conf.write_text(stages(arts.binaries.kwok))
+    conf.write_text(stages(kwok))
     kubeconfig = cluster.kubeconfig_path(lab.paths)
-    pid = daemon.start([str(arts.binaries.kwok / "bin/kwok"), f"--kubeconfig={kubeconfig}", f"--config={conf}",
+    pid = daemon.start([str(kwok / "bin/kwok"), f"--kubeconfig={kubeconfig}", f"--config={conf}",
                         f"--manage-nodes-with-annotation-selector={'='.join(KWOK_ANNOTATION)}",
                         f"--node-lease-duration-seconds={LEASE_SECONDS}",
                         f"--server-address=127.0.0.1:{SERVER_PORT}",
@@ -133,7 +139,7 @@ def start_kwok(lab: Lab, arts: build.Artifacts, say: Say = print) -> int:
                        timeout=60, error=LabError)
     st.kwok_pid = pid
     save(lab.paths, st)
-    say(f"KWOK {arts.binaries.kwok.parent.name} running (pid {pid}, log {lab.paths.log_dir / 'kwok.log'})")
+    say(f"KWOK {kwok.parent.name} running (pid {pid}, log {lab.paths.log_dir / 'kwok.log'})")
     return pid
 
 
@@ -196,7 +202,7 @@ def up(env_path: Path, shape_path: Path, count: int, timeout: float = 1800, say:
         raise LabError(f"lab {lab.plan.env.name} has no cluster up: `skyrack lab up {env_path}` first "
                        "(and its cluster layer and racks: `./dev lab` does all of it)")
     arts = artifacts(lab)
-    start_kwok(lab, arts, say)
+    start_kwok(lab, say)
     have = simulated(lab, arts)
     new = [d for d in docs if d["metadata"]["name"] not in have]
     t0 = time.monotonic()
