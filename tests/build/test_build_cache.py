@@ -109,11 +109,15 @@ def test_two_builds_at_once_make_one_signing_key(tmp_path):
             "print(sorted(p.name for p in (home / 'private-keys-v1.d').glob('*.key')))")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    home = tmp_path / "build/apt-signing-key"
     try:
         results = [p.communicate(timeout=120) for p in procs]
-    finally:  # gpg leaves an agent per home directory running: this one's goes with the test
-        subprocess.run(["gpgconf", "--homedir", str(tmp_path / "build/apt-signing-key"), "--kill", "gpg-agent"],
-                       capture_output=True, check=False)
+        # gpg starts an agent for the home directory; the build stops it: no daemon is left behind
+        agents = subprocess.run(["pgrep", "-f", f"gpg-agent --homedir {home}"], capture_output=True, text=True,
+                                check=False).stdout.split()
+    finally:  # on failure, this test's agent goes with it all the same
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
     assert [p.returncode for p in procs] == [0] * 8, [err for _, err in results]
+    assert agents == [], agents
     keys = {out for out, _ in results}
     assert len(keys) == 1 and keys.pop().count(".key") == 1  # one key, the same for every caller

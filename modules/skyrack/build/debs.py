@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,6 +198,16 @@ def _deb(name: str, b: KubernetesBuild, bins: Binaries, work: Path, out: Path, l
     shutil.rmtree(root)
 
 
+@contextmanager
+def _agent_stopped(home: Path) -> Iterator[None]:
+    """gpg starts an agent for the home directory's secret key and leaves it running: stop it when done (a
+    build leaves no daemon behind)."""
+    try:
+        yield
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, check=False)
+
+
 def signing_home(root: Path = ROOT) -> Path:
     """The lab repository's signing key (made once, root-only). Two builds at once (`./dev test` builds in the
     background while a test asks for the engine) make it one after the other, never over each other."""
@@ -210,9 +222,10 @@ def signing_home(root: Path = ROOT) -> Path:
         if not made():
             shutil.rmtree(home, ignore_errors=True)
             home.mkdir(mode=0o700, parents=True)
-            subprocess.run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase",
-                            "", "--quick-gen-key", "skyrack lab Kubernetes repository <skyrack-lab@invalid>",
-                            "ed25519", "sign", "never"], check=True, capture_output=True)
+            with _agent_stopped(home):
+                subprocess.run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase",
+                                "", "--quick-gen-key", "skyrack lab Kubernetes repository <skyrack-lab@invalid>",
+                                "ed25519", "sign", "never"], check=True, capture_output=True)
     return home
 
 
@@ -243,9 +256,10 @@ def repository(b: KubernetesBuild, bins: Binaries, say: Say) -> Path:
                       "-o", f"APT::FTPArchive::Release::Label=Kubernetes {b.version}", "release", "."],
                      log, "apt-ftparchive release", cwd=repo, stdout=f)
             gpg = ["gpg", "--homedir", str(home), "--batch", "--yes", "--pinentry-mode", "loopback", "--passphrase", ""]
-            _run([*gpg, "--clearsign", "-o", "InRelease", "Release"], log, "signing InRelease", cwd=repo)
-            _run([*gpg, "-abs", "-o", "Release.gpg", "Release"], log, "signing Release.gpg", cwd=repo)
-            _run([*gpg, "--armor", "--export", "-o", "Release.key"], log, "exporting Release.key", cwd=repo)
+            with _agent_stopped(home):
+                _run([*gpg, "--clearsign", "-o", "InRelease", "Release"], log, "signing InRelease", cwd=repo)
+                _run([*gpg, "-abs", "-o", "Release.gpg", "Release"], log, "signing Release.gpg", cwd=repo)
+                _run([*gpg, "--armor", "--export", "-o", "Release.key"], log, "exporting Release.key", cwd=repo)
         os.chmod(repo, 0o755)  # noqa: S103 - a public package repository, served read-only
     return ensure(entry, build, say) / "repo"
 
