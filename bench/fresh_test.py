@@ -11,7 +11,7 @@ nothing built or downloaded before is reused; only the Debian packages and the G
 already on the machine are. `CI=true`, as in CI.
 
 Prints each phase of `./dev test` (its `==>` lines) with the minute it started, each built
-component's time (the build cache's history), pytest's summaries and the total; the budget is
+component's time (the build cache's history), pytest's summaries, the slowest test steps and the total; the budget is
 85 minutes. The full log is WORK/test.log. Run it on a quiet machine: every lab test and build
 shares the same 2 cores. WORK (~10 GiB) is removed after a passing run unless --keep.
 """
@@ -42,6 +42,8 @@ WORK_GIB = 26
 LAB_FREE_FRACTION = MIN_FREE_SHARE
 LAB_HOSTS_GIB = 10
 SUMMARY = re.compile(r"^=+ .*(passed|failed|error).* in [\d.]+s.*=+$")
+DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown) +(\S+)$")  # pytest's --durations lines (pyproject.toml)
+SLOWEST = 15
 
 
 def main() -> int:
@@ -83,6 +85,7 @@ def main() -> int:
     started = time.monotonic()
     phases: list[tuple[float, str]] = []
     summaries: list[str] = []
+    steps: list[tuple[float, str]] = []
     with open(work / "test.log", "w") as log:
         proc = subprocess.Popen(["./dev", "test"], cwd=work / "repo", env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -93,6 +96,8 @@ def main() -> int:
             if plain.startswith("==> "):
                 phases.append((time.monotonic() - started, plain[4:]))
                 print(f"  {phases[-1][0] / 60:5.1f} min  {plain[4:]}", flush=True)
+            elif m := DURATION.match(plain):
+                steps.append((float(m[1]), f"{m[2]:8} {m[3]}"))
             elif SUMMARY.match(plain):
                 summaries.append(plain.strip("= "))
                 print(f"  {(time.monotonic() - started) / 60:5.1f} min  pytest: {summaries[-1]}", flush=True)
@@ -104,6 +109,10 @@ def main() -> int:
     for name, secs in sorted(builds.items(), key=lambda kv: -kv[1]):
         print(f"  {name:28} {secs:7.1f}")
     print(f"  {'all builds':28} {sum(builds.values()):7.1f}")
+    # the log goes with WORK after a passing run: the slowest test steps are kept here, where the next cut is
+    print(f"\nthe {SLOWEST} slowest test steps (seconds, of every pytest run's --durations):")
+    for secs, what in sorted(steps, reverse=True)[:SLOWEST]:
+        print(f"  {secs:7.1f}  {what}")
     # a failed run says nothing about the budget: the tests after the failure may not have run at all
     verdict = ("FAILED: not a measure of" if rc != 0 else
                "within" if total <= BUDGET_MINUTES * 60 else "OVER")
