@@ -36,7 +36,9 @@ from .test_kubernetes_layer import wait as wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 TOLERATION_S = 45
-CUT_S = 180  # past the ~50 s grace period plus TOLERATION_S, with margin
+# Past the ~50 s grace period plus TOLERATION_S (the moment an unprotected pod would go, ~95 s), with a margin
+# of more than half of that again.
+CUT_S = 150
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
