@@ -10,6 +10,13 @@ default: the API servers serve the API and every control-plane component runs wi
 joins the default profile by itself. The RBAC it needs (the scheduler reads PodGroups, team
 members write them through `edit`) is upstream's bootstrap policy, on once the gate is.
 
+The same gate turns on workload-aware preemption (KEP-5710; in 1.36 a gate of its own): the scheduler
+treats a pending gang as one preemptor and a running gang whose PodGroup says ``disruptionMode: all``
+as one victim, so a higher-priority gang evicts whole gangs, never one pod from each of several. It
+ranks a gang's pods by the PodGroup's priority, not their own (a PodGroup without a class gets the
+cluster's default, ``skyrack-normal``): `whole_gang` gives both, and the team policy that limits a
+pod's priority class limits a PodGroup's (kube.isolation).
+
 The configuration is core, a pure function of the environment: cloud-init writes it on each
 API-server VM (`render.cloud_init` embeds ``scheduler_config_yaml``).
 """
@@ -46,9 +53,13 @@ class Gangs:
 # Per minor the lab builds (skyrack.upstream.KUBERNETES_BUILDS). In 1.36 the API is alpha (v1alpha2) and the
 # plugin has its own gate; 1.37 serves v1beta1 and GenericWorkload alone turns both on. An alpha API's objects
 # do not survive an upgrade (1.37 no longer decodes v1alpha2): docs/join.md says what an upgrade from 1.36 does.
+# TopologyAwareWorkloadScheduling (KEP-5732, alpha since 1.36) lets a PodGroup name the node label its gang
+# shares (`schedulingConstraints.topology`): the scheduler picks a rack or segment with room for every pod
+# before it places one. Alpha, so off upstream; skyrack turns it on for the reason docs/kube.md gives, on the
+# minor whose PodGroups `skyrack job` makes (an upgrade's source minor keeps what it had).
 GANGS = {
     36: Gangs("scheduling.k8s.io/v1alpha2", {"GenericWorkload": True, "GangScheduling": True}),
-    37: Gangs("scheduling.k8s.io/v1beta1", {"GenericWorkload": True}),
+    37: Gangs("scheduling.k8s.io/v1beta1", {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}),
 }
 NEWEST = max(GANGS)
 POD_GROUP_API = GANGS[NEWEST].api  # the lab's (configs/lab.yaml runs the newest minor)
@@ -57,6 +68,15 @@ POD_GROUP_API = GANGS[NEWEST].api  # the lab's (configs/lab.yaml runs the newest
 def gangs(version: str) -> Gangs:
     """The gang settings of a Kubernetes version (`1.37.2`); a newer minor than skyrack knows gets the newest's."""
     return GANGS.get(int(version.split(".")[1]), GANGS[NEWEST])
+
+
+def whole_gang(priority_class: str, topology_key: str | None = None) -> dict[str, Any]:
+    """A PodGroup's spec fields for a gang that is preempted whole and ranked by its job's priority class,
+    and, given a node label, placed whole within one value of it (one rack, one segment)."""
+    spec: dict[str, Any] = {"priorityClassName": priority_class, "disruptionMode": {"all": {}}}
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    return spec
 
 
 def scheduler_config(env: config.Environment, kubeconfig: str = DEFAULT_KUBECONFIG) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import yaml
 
 from skyrack import config
 from skyrack import plan as planmod
-from skyrack.kube import batch, layer
+from skyrack.kube import batch, layer, objects
 
 from .conftest import run_program
 from .placement import can_run_on, live_labels, pod_spec
@@ -89,23 +89,24 @@ def test_balloon_sizes_come_from_the_environment_file(rendered, env):
 
 
 def test_balloons_are_headroom_for_normal_work_that_preemptible_jobs_cannot_take(rendered):
-    """What balloons are for (docs/kube.md): free nodes on a team's racks, kept from preemptible jobs."""
+    """What balloons are for (docs/kube.md): free nodes on a team's racks, kept from preemptible jobs, and the
+    first work a normal or high job takes (upstream's preemption evicts the least important victims first)."""
     r = rendered("dev")
     classes = {o.manifest["metadata"]["name"]: o.manifest for o in r.objects("PriorityClass")}
-    balloon = classes["skyrack-balloon"]
-    assert balloon["preemptionPolicy"] == "Never"
-    # normal (the default) and high preempt a balloon; a preemptible job cannot (lower priority)
-    for name in ("skyrack-normal", "skyrack-high"):
-        assert classes[name]["value"] > balloon["value"] and classes[name]["preemptionPolicy"] != "Never"
-    assert classes["skyrack-preemptible"]["value"] < balloon["value"]
+    # the order work is taken in: balloons, then preemptible jobs, then normal work
+    order = sorted(classes, key=lambda n: classes[n]["value"])
+    assert order == ["skyrack-balloon", "skyrack-preemptible", "skyrack-normal", "skyrack-high"]
+    # normal (the default) and high preempt; a balloon and a preemptible job never do, so a preemptible job
+    # cannot take a balloon's node although it ranks above it
+    assert {n for n, c in classes.items() if c["preemptionPolicy"] == "Never"} == {"skyrack-balloon",
+                                                                                    "skyrack-preemptible"}
     assert [n for n, c in classes.items() if c["globalDefault"]] == ["skyrack-normal"]
-    # Not expendable to cluster-autoscaler (pods below its cutoff neither trigger scale-up nor hold a node),
-    # while preemptible jobs are: they never scale a pool to its maximum and pin it there (#25) ...
+    # Expendable to cluster-autoscaler (pods below its cutoff neither trigger scale-up nor hold a node): both
+    # never scale a pool to its maximum and pin it there (#25); normal and high work does scale it
     flags = pod_spec(r.one("Deployment", "cluster-autoscaler", "kube-system").manifest)["containers"][0]["command"]
     cutoff, = [int(f.split("=", 1)[1]) for f in flags if f.startswith("--expendable-pods-priority-cutoff=")]
-    assert classes["skyrack-preemptible"]["value"] < cutoff <= balloon["value"]
-    assert all(c["value"] >= cutoff for n, c in classes.items() if n != "skyrack-preemptible")
-    # ... and yet never a reason to scale a pool: no pool node can take it.
+    assert {n for n, c in classes.items() if c["value"] < cutoff} == {"skyrack-balloon", "skyrack-preemptible"}
+    # and a balloon never holds cloud capacity: no pool node can take it
     pod = pod_spec(r.one("Deployment", "balloon-robotics", batch.BALLOON_NAMESPACE).manifest)
     for pool in r.plan.pools:
         pool_labels = {"skyrack.io/env": r.plan.env.name, planmod.POOL_LABEL: pool.name,
@@ -162,3 +163,23 @@ def test_balloon_sizes_follow_an_edit_of_the_environment_file(env_copy, ca):
     (dep,) = [x for x in res if x.kind == "Deployment" and x.manifest["metadata"]["name"] == "balloon-robotics"]
     assert dep.manifest["spec"]["replicas"] == 3
     assert pod_spec(dep.manifest)["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "4"}
+
+
+def test_a_priority_class_is_replaced_when_what_the_api_server_will_not_change_changes(monkeypatch):
+    """value and preemptionPolicy are immutable: Pulumi replaces the class (the old one deleted first, same name)
+    instead of failing on an update the API server refuses (this change moved the balloons from 500 to 50)."""
+    import pulumi
+
+    made = []
+
+    class Recorder:
+        def __init__(self, name, opts=None, **kwargs):
+            made.append((name, opts, kwargs))
+
+    monkeypatch.setattr(objects, "resource_class", lambda api, kind: Recorder)
+    for m in batch.priority_classes():
+        objects.create(m, pulumi.ResourceOptions())
+    assert len(made) == len(batch.PRIORITIES)
+    for name, opts, kwargs in made:
+        assert (opts.replace_on_changes, opts.delete_before_replace) == (["value", "preemptionPolicy"], True), name
+        assert not any(k.startswith("_") for k in kwargs)  # the private key is never sent

@@ -33,8 +33,13 @@ def test_both_policies_deny_pods_outside_the_clusters_own_namespaces(rendered, e
     for name in (isolation.TOLERATIONS_POLICY, isolation.PRIORITIES_POLICY):
         policy = r.one("ValidatingAdmissionPolicy", name).manifest["spec"]
         assert policy["failurePolicy"] == "Fail"
-        rule, = policy["matchConstraints"]["resourceRules"]
-        assert (rule["resources"], sorted(rule["operations"])) == (["pods"], ["CREATE", "UPDATE"])
+        rules = {r["resources"][0]: r for r in policy["matchConstraints"]["resourceRules"]}
+        assert all(len(r["resources"]) == 1 and sorted(r["operations"]) == ["CREATE", "UPDATE"] for r in rules.values())
+        assert (rules["pods"]["apiGroups"], rules["pods"]["apiVersions"]) == ([""], ["v1"])
+        # a gang's pods take their PodGroup's priority: its class is limited like a pod's (whatever version is served)
+        assert set(rules) == ({"pods", "podgroups"} if name == isolation.PRIORITIES_POLICY else {"pods"})
+        if "podgroups" in rules:
+            assert (rules["podgroups"]["apiGroups"], rules["podgroups"]["apiVersions"]) == (["scheduling.k8s.io"], ["*"])
         binding = r.one("ValidatingAdmissionPolicyBinding", name).manifest["spec"]
         assert binding["policyName"] == name and binding["validationActions"] == ["Deny"]
         exprs = {e["key"]: e for e in binding["matchResources"]["namespaceSelector"]["matchExpressions"]}

@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from skyrack import pki
+from skyrack import pki, scheduler
 from skyrack import plan as planmod
 from skyrack.errors import InputError
 from skyrack.kube import job_cli, jobs
@@ -51,6 +51,9 @@ def test_a_job_becomes_a_gang_a_headless_service_and_an_indexed_job_in_the_teams
     assert {d["metadata"]["namespace"] for d in docs} == {"robotics"}
     kinds = by_kind(docs)
     assert kinds["PodGroup"]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 4
+    # preempted whole, ranked by the job's class (the scheduler takes a gang's priority from its PodGroup)
+    assert kinds["PodGroup"]["spec"]["disruptionMode"] == {"all": {}}
+    assert kinds["PodGroup"]["spec"]["priorityClassName"] == "skyrack-normal"
     job = kinds["Job"]["spec"]
     assert (job["completionMode"], job["completions"], job["parallelism"], job["backoffLimit"]) == ("Indexed", 4, 4, 0)
     pod = job["template"]["spec"]
@@ -62,11 +65,11 @@ def test_a_job_becomes_a_gang_a_headless_service_and_an_indexed_job_in_the_teams
     assert main["command"] == ["torchrun", "train.py"]
     assert main["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert {e["name"]: e["value"] for e in main["env"]}["MASTER_ADDR"] == "llama-ft-0.llama-ft"
-    # one machine per pod, all in one rack
-    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
-    same = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
-    assert anti["topologyKey"] == "kubernetes.io/hostname" and same["topologyKey"] == planmod.RACK_LABEL
-    assert anti["labelSelector"] == same["labelSelector"] == {"matchLabels": {jobs.JOB_LABEL: "llama-ft"}}
+    # one machine per pod; the gang, not each pod, is held to one rack (the scheduler picks a rack for all of it)
+    anti, = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti == {"labelSelector": {"matchLabels": {jobs.JOB_LABEL: "llama-ft"}}, "topologyKey": "kubernetes.io/hostname"}
+    assert "podAffinity" not in pod["affinity"]
+    assert kinds["PodGroup"]["spec"]["schedulingConstraints"] == {"topology": [{"key": planmod.RACK_LABEL}]}
     # it lands on its team's GPU nodes as the join taints them, and on no other team's
     node = next(n for n in prod.nodes if n.team == "robotics")
     assert all(tolerates(pod, t) for t in node.taints)
@@ -75,12 +78,32 @@ def test_a_job_becomes_a_gang_a_headless_service_and_an_indexed_job_in_the_teams
     assert pod["priorityClassName"] == "skyrack-normal"
 
 
-@pytest.mark.parametrize(("topology", "key"), [("segment", planmod.SEGMENT_LABEL), ("any", None)])
-def test_the_topology_names_the_node_label_the_gang_shares(topology, key):
-    pod = by_kind(jobs.manifests(spec(topology=topology)))["Job"]["spec"]["template"]["spec"]
-    same = pod["affinity"].get("podAffinity")
-    assert (same["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] if same else None) == key
-    assert "podAntiAffinity" in pod["affinity"]
+@pytest.mark.parametrize("priority", sorted(jobs.PRIORITIES))
+def test_the_gang_and_its_pods_carry_the_same_class(priority):
+    """The scheduler ranks a gang's pods by their PodGroup: a preemptible job whose PodGroup had no class would
+    get the cluster's default (skyrack-normal) and could no longer be preempted by normal work."""
+    kinds = by_kind(jobs.manifests(spec(priority=priority)))
+    pod = kinds["Job"]["spec"]["template"]["spec"]
+    assert kinds["PodGroup"]["spec"]["priorityClassName"] == pod["priorityClassName"] == jobs.PRIORITIES[priority]
+
+
+@pytest.mark.parametrize(("topology", "machines", "key"), [
+    ("rack", 4, planmod.RACK_LABEL), ("segment", 4, planmod.SEGMENT_LABEL), ("any", 4, None), ("rack", 1, None)])
+def test_the_topology_names_the_node_label_the_gang_shares(topology, machines, key):
+    kinds = by_kind(jobs.manifests(spec(topology=topology, machines=machines)))
+    constraint = kinds["PodGroup"]["spec"].get("schedulingConstraints")
+    assert (constraint["topology"][0]["key"] if constraint else None) == key
+    pod = kinds["Job"]["spec"]["template"]["spec"]
+    assert ("podAntiAffinity" in pod.get("affinity", {})) == (machines > 1)
+
+
+def test_the_gates_that_make_gangs_whole_are_on_where_the_jobs_podgroups_are_served():
+    """What `skyrack job` writes into a PodGroup needs the newest minor's gates: the API server drops a gated
+    field whose gate is off (schedulingConstraints) and the scheduler ignores what it does not know."""
+    gates = scheduler.GANGS[scheduler.NEWEST].gates
+    assert scheduler.POD_GROUP_API == scheduler.GANGS[scheduler.NEWEST].api == "scheduling.k8s.io/v1beta1"
+    assert gates == {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+    assert scheduler.gangs("1.37.2").feature_gates == "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 
 
 def test_a_one_machine_cpu_job_has_no_affinity_and_no_gpu_toleration():
@@ -215,6 +238,22 @@ def pod(name: str, node: str | None, phase: str = "Pending", unschedulable: str 
 
 
 JOB_OBJ = {"spec": {"completions": 2}, "status": {}}
+
+
+def test_a_gang_no_rack_can_hold_is_queued_with_the_schedulers_word_on_the_whole_gang():
+    """As the lab's scheduler wrote it (a 2-machine rack job, one of r01's nodes cordoned): the PodGroup's verdict,
+    not the last pod's, and without its repetition for the preemption attempt."""
+    verdict = ("pod group is unschedulable, 0/2 placements are available, first placement status: minCount (2) "
+               "cannot be satisfied: 1 scheduled, 0 remaining")
+    group = {"status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "False",
+                                        "reason": "Unschedulable", "message": f"{verdict}, pod group preemption: "
+                                                                             f"{verdict}"}]}}
+    pods = [pod("x-0", None, unschedulable="0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."),
+            pod("x-1", None)]
+    st = jobs.status(JOB_OBJ, pods, "x", "robotics", [], group)
+    assert (st.state, st.why) == ("queued", verdict)
+    # a gang the scheduler has not judged yet, or one it placed: the pods' word as before
+    assert "anti-affinity" in jobs.status(JOB_OBJ, pods, "x", "robotics", [], {"status": {}}).why
 
 
 @pytest.mark.parametrize(("job", "pods", "events", "state", "why"), [

@@ -56,7 +56,9 @@ def test_every_control_plane_component_runs_with_the_gang_scheduling_gate_and_th
     p = planmod.make(CONFIGS / f"{env}.yaml")
     cluster = yaml.safe_load(cloud_init.cluster_configuration(p))
     for component in ("apiServer", "scheduler", "controllerManager"):
-        assert _args(cluster[component])["feature-gates"] == "GenericWorkload=true", component
+        # the gangs themselves and their topology constraint (alpha; docs/kube.md says why it is on)
+        assert _args(cluster[component])["feature-gates"] == \
+            "GenericWorkload=true,TopologyAwareWorkloadScheduling=true", component
     assert _args(cluster["apiServer"])["runtime-config"] == "scheduling.k8s.io/v1beta1=true"
     assert _args(cluster["scheduler"])["config"] == cloud_init.SCHEDULER_CONFIG
 

@@ -147,6 +147,54 @@ def test_a_gang_that_cannot_all_fit_stays_pending_until_it_can(lab, workers):
         kubectl(lab, "delete", "podgroup", "-n", TEAM, "gang", "--ignore-not-found", check=False)
 
 
+def gang_group(namespace: str, name: str, size: int, priority: str) -> dict:
+    """A PodGroup as `skyrack job` makes it: all-or-nothing, preempted whole, ranked by its job's class."""
+    return {"apiVersion": scheduler.POD_GROUP_API, "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"skyrack-e2e": "layer"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}, **scheduler.whole_gang(priority)}}
+
+
+def test_a_higher_priority_gang_preempts_a_whole_gang_never_one_pod_of_it(lab, workers):
+    """Two gangs fill the workers, one machine per pod: `pair` (2 pods, preemptible) and `solo` (1, normal). A
+    high-priority gang of one machine needs one of them. Pod by pod, the scheduler would take one pod of the
+    cheaper gang (`disruptionMode: single`, upstream's default: tried in the lab, pair-1 ran on alone, a gang
+    that can no longer train); with the PodGroups `skyrack job` makes (`all`) it takes `pair` whole, its two
+    pods, and leaves `solo` running. (Upstream also prefers the fewest gangs disrupted, whatever their mode:
+    a gang of two preempting here took `pair` in both modes, so that case proves nothing of skyrack's.)"""
+    assert len(workers) == 3, f"the lab's workers are {workers}: this test places one pod per machine on three"
+    tol = lb.team_gpu_tolerations(TEAM)
+    spread = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": SPREAD}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+    def gang(name: str, size: int, priority: str) -> list[dict]:
+        return [gang_group(TEAM, name, size, priority),
+                *[pod(lab, f"{name}-{i}", TEAM, labels={"skyrack-e2e/gang": name, **SPREAD}, priority=priority,
+                      tolerations=tol, affinity=spread, schedulingGroup={"podGroupName": name}) for i in range(size)]]
+
+    def members(name: str) -> list[dict]:
+        return [p for p in pods(lab, TEAM, f"skyrack-e2e/gang={name}") if not p["metadata"].get("deletionTimestamp")]
+
+    try:
+        apply(lab, *gang("pair", 2, "skyrack-preemptible"), *gang("solo", 1, "skyrack-normal"))
+        wait("both gangs running", lambda: running(members("pair")) and running(members("solo")))
+        solo = {p["metadata"]["uid"] for p in members("solo")}
+        pair = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in members("pair")}
+        apply(lab, *gang("urgent", 1, "skyrack-high"))
+        wait("the high-priority gang running", lambda: running(members("urgent")), timeout=240)
+        (urgent,) = members("urgent")
+        assert urgent["spec"]["nodeName"] in pair.values()  # on a machine of the victim
+        assert not members("pair"), "a pod of the preempted gang runs on alone: the gang was not taken whole"
+        assert {p["metadata"]["uid"] for p in members("solo")} == solo, "the other gang lost its pod"
+        assert running(members("solo"))
+        # the scheduler's own record: exactly the pair's pods were preempted, nothing else
+        events = json.loads(kubectl(lab, "get", "events", "-n", TEAM, "--field-selector", "reason=Preempted",
+                                    "-o", "json").stdout)["items"]
+        assert {e["involvedObject"]["uid"] for e in events} & (set(pair) | solo) == set(pair), events
+    finally:
+        delete_test_pods(lab, TEAM)
+        kubectl(lab, "delete", "podgroup", "-n", TEAM, "-l", "skyrack-e2e=layer", "--ignore-not-found", check=False)
+
+
 def _requests_on(lab, node: str) -> tuple[int, int, list[dict]]:
     """(millicores requested by non-balloon pods, by balloon pods, the balloon pods) on one node."""
     items = json.loads(kubectl(lab, "get", "pods", "-A", "--field-selector", f"spec.nodeName={node}",
@@ -169,33 +217,55 @@ def _millicores(q: str) -> int:
     return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
 
 
-def test_a_research_pod_preempts_balloons_and_preemptible_work_does_not(lab, workers):
-    """Balloons hold headroom on the team's rack: a normal-priority pod that fits only without the balloon
-    on its node preempts it at once; a preemptible pod of the same size cannot, and stays Pending."""
+def test_a_research_pod_takes_a_balloon_before_preemptible_work_and_preemptible_work_takes_neither(lab, workers):
+    """Balloons hold headroom on the team's rack and are the first work to go (docs/kube.md): a preemptible pod
+    that fits a balloon's node only without the balloon stays Pending (it may not preempt); a normal pod that
+    fits either that node without its balloon or another node without a preemptible pod takes the balloon's,
+    and the preemptible pod runs on (upstream's preemption picks the node whose most important victim is
+    least important: the balloon, 50, below the preemptible pod, 100)."""
     balloons = sum(t.balloon.replicas for t in planmod.make(lab.env).env.cluster.teams.values())
     assert balloons, "the lab's environment holds no balloon: this test would prove nothing"
     wait(f"all {balloons} balloons running", lambda: len([p for p in pods(lab, batch.BALLOON_NAMESPACE,
                                                                           "app.kubernetes.io/name=balloon")
                                                           if p["status"].get("phase") == "Running"]) == balloons)
+
+    def alloc(node: str) -> int:
+        return _millicores(json.loads(kubectl(lab, "get", "node", node, "-o", "json").stdout)["status"]["allocatable"]["cpu"])
+
     node, (other, held, victims) = next((w, r) for w in workers if (r := _requests_on(lab, w))[2])
-    alloc = _millicores(json.loads(kubectl(lab, "get", "node", node, "-o", "json").stdout)
-                        ["status"]["allocatable"]["cpu"])
-    size = f"{alloc - other - 10}m"  # fits the node only if its balloons go
-    assert alloc - other - 10 > alloc - other - held
+    free = alloc(node) - other - held
+    size = f"{free + 10}m"  # fits the balloon's node only if a balloon there goes
+    # the other choice: a node that holds the same pod once a preemptible pod there goes
+    spare = {w: alloc(w) - sum(_requests_on(lab, w)[:2]) for w in workers if w != node}
+    rival = max(spare, key=spare.get)
+    assert alloc(rival) - _requests_on(lab, rival)[0] >= free + 10 + 10, (rival, spare)
     tol = lb.team_gpu_tolerations(TEAM)
     pin = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    either = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node, rival]}]}]}}}}
     try:
-        apply(lab, pod(lab, "opportunistic", TEAM, size, priority="skyrack-preemptible", tolerations=tol, **pin))
+        apply(lab, pod(lab, "opportunistic", TEAM, f"{free + held - 10}m", priority="skyrack-preemptible",
+                       tolerations=tol, **pin))
         # the scheduler tried it and found no node (it may not preempt the balloon): its event, not a sleep
         wait("a FailedScheduling event for the preemptible pod", lambda: "opportunistic" in refused(lab, TEAM))
         (p,) = pods(lab, TEAM, "skyrack-e2e=layer")
         assert not p["spec"].get("nodeName"), "a preemptible pod took the balloon's headroom"
         kubectl(lab, "delete", "pod", "-n", TEAM, "opportunistic", "--wait=true")
-        apply(lab, pod(lab, "research", TEAM, size, priority="skyrack-normal", tolerations=tol, **pin))
-        wait("the research pod runs on the balloon's node", lambda: running(pods(lab, TEAM, "skyrack-e2e=layer")))
-        gone = {v["metadata"]["uid"] for v in victims}
+        # preemptible work that fills the rival node, but for 5m (less than the research pod needs)
+        apply(lab, pod(lab, "filler", TEAM, f"{spare[rival] - 5}m", priority="skyrack-preemptible", tolerations=tol,
+                       nodeSelector={"kubernetes.io/hostname": rival}, labels={"skyrack-e2e/role": "filler"}))
+        wait("the preemptible pod runs on the rival node", lambda: running(pods(lab, TEAM, "skyrack-e2e/role=filler")))
+        (filler,) = pods(lab, TEAM, "skyrack-e2e/role=filler")
+        rivals = _requests_on(lab, rival)[2]
+        apply(lab, pod(lab, "research", TEAM, size, priority="skyrack-normal", tolerations=tol,
+                       labels={"skyrack-e2e/role": "research"}, **either))
+        wait("the research pod runs", lambda: running(pods(lab, TEAM, "skyrack-e2e/role=research")))
+        # a balloon went (on either node: the rival's own balloon is as good a first victim), the preemptible
+        # pod did not, though taking it would have made room on the rival node
         left = {p["metadata"]["uid"] for p in pods(lab, batch.BALLOON_NAMESPACE, "app.kubernetes.io/name=balloon")}
-        assert gone and not gone & left, "the balloon on the node was not preempted"
+        assert {v["metadata"]["uid"] for v in victims + rivals} - left, "no balloon was preempted"
+        assert [(p["metadata"]["uid"], p["status"].get("phase")) for p in pods(lab, TEAM, "skyrack-e2e/role=filler")] \
+            == [(filler["metadata"]["uid"], "Running")], "the preemptible pod was preempted"
     finally:
         delete_test_pods(lab, TEAM)
 
@@ -270,6 +340,11 @@ def test_the_api_server_refuses_a_pod_that_reaches_for_another_teams_racks_or_pr
         proc = admitted(lab, pod(lab, "reaching", ns, tolerations=tolerations, priority=priority))
         assert proc.returncode != 0 and f"ValidatingAdmissionPolicy '{policy}'" in proc.stderr, (what, proc.stderr)
         assert f"namespace {ns}" in proc.stderr, (what, proc.stderr)  # the policy's own message
+    # a gang's pods are ranked by their PodGroup's class: a PodGroup may not name one its pods could not
+    proc = admitted(lab, gang_group(OTHER_TEAM, "reaching", 1, "skyrack-high"))
+    assert proc.returncode != 0 and f"ValidatingAdmissionPolicy '{isolation.PRIORITIES_POLICY}'" in proc.stderr, \
+        proc.stderr
+    assert admitted(lab, gang_group(TEAM, "allowed", 1, "skyrack-high")).returncode == 0
     # and what a team may do still passes: robotics was given deadline work, vision its defaults
     for ns, tolerations, priority in ((TEAM, lb.team_gpu_tolerations(TEAM), "skyrack-high"),
                                       (OTHER_TEAM, own, "skyrack-normal"), (OTHER_TEAM, own, None),
@@ -303,39 +378,53 @@ def test_a_teams_pod_may_not_reach_the_host(lab):
     assert proc.returncode == 0, proc.stderr
 
 
-def test_a_researchers_job_runs_whole_in_its_segment_and_its_machines_reach_each_other_by_name(lab, workers, tmp_path):
-    """`skyrack job submit` with the researcher's few lines: two machines in one L2 segment. Both pods run at once
-    (one gang) on two nodes, through the real admission policies; one reaches the other by the name the job
-    gives it; the status names where each runs; the name cannot be taken twice; `delete` removes it all. A job
-    the racks cannot hold in one rack (3 machines: r01 has 2) is refused up front. (`topology: segment`, not
-    `rack`: in a rack of one node the gang's first pod can land where its peer cannot follow; docs/kube.md.)"""
+def test_a_researchers_job_runs_whole_in_one_rack_and_its_machines_reach_each_other_by_name(lab, workers, tmp_path):
+    """`skyrack job submit` with the researcher's few lines: two machines in one rack. A job the racks cannot hold
+    in one rack (3 machines: r01 has 2) is refused up front. With one of r01's nodes cordoned, no rack has two
+    free machines although the lab has: the job waits whole (no pod placed), its status says why; uncordoned,
+    both pods start at once (one gang) on r01's two nodes, through the real admission policies; one reaches the
+    other by the name the job gives it; the status names where each runs; the name cannot be taken twice;
+    `delete` removes it all."""
     plan = planmod.make(lab.env)
     kubeconfig = run_cli("lab", "kubeconfig", str(lab.env), check=True).stdout.strip()
     spec = {"name": "pingpong", "team": TEAM, "image": lab.image("agnhost"),
             "command": ["/agnhost", "netexec", "--http-port=8080"], "machines": 2, "cpu": "50m", "memory": "32Mi",
-            "topology": "segment"}
+            "topology": "rack"}
     job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump({**spec, "machines": 3, "topology": "rack"}))
+    job.write_text(yaml.safe_dump({**spec, "machines": 3}))
     proc = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
     assert proc.returncode == 1 and "machines: 3 machines with 0 GPUs" in proc.stderr, proc.stderr
     assert not pods(lab, TEAM, "skyrack.io/job=pingpong")  # nothing submitted
     job.write_text(yaml.safe_dump(spec))
     who = (str(lab.env), "pingpong", "--team", TEAM, "--kubeconfig", kubeconfig)
+    racks = {n.name: n.rack for n in plan.nodes}
+    big = sorted(n for n in workers if racks[n] == "r01")
+    assert len(big) == 2 and len(set(racks[n] for n in workers)) == 2, workers
 
     def state() -> dict:
         return json.loads(run_cli("job", "status", *who, "--json").stdout)
 
-    proc = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
-    assert proc.returncode == 0, proc.stderr
     try:
-        st = wait("the job runs on both machines", lambda: (d if (d := state())["state"] == "running" else None))
-        segments = {n.name: n.labels[planmod.SEGMENT_LABEL] for n in plan.nodes}
-        assert len(set(st["placed"].values())) == 2, st  # a machine each
-        assert {segments[n] for n in st["placed"].values()} == {"lab"}, st
+        kubectl(lab, "cordon", big[0])
+        try:
+            proc = run_cli("job", "submit", str(lab.env), str(job), "--kubeconfig", kubeconfig)
+            assert proc.returncode == 0, proc.stderr
+            # the scheduler's verdict on the whole gang (its PodGroup's), not a guess at how long it takes: neither
+            # rack (placement) holds both machines, though two are free in the lab
+            st = wait("the job queued with the scheduler's verdict on the gang",
+                      lambda: (d if "0/2 placements are available" in (d := state())["why"] else None))
+            assert st["state"] == "queued" and not st["placed"], st
+            assert not [p for p in pods(lab, TEAM, "skyrack.io/job=pingpong") if p["spec"].get("nodeName")]
+        finally:
+            kubectl(lab, "uncordon", big[0])
+        st = wait("the job runs on both machines", lambda: (d if (d := state())["state"] == "running" else None),
+                  timeout=240)
+        assert sorted(st["placed"].values()) == big, st  # a machine each, the one rack that holds both
         members = pods(lab, TEAM, "skyrack.io/job=pingpong")
-        assert {p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
-                for p in members} == {planmod.SEGMENT_LABEL}
         assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in members} == {"pingpong"}
+        group = json.loads(kubectl(lab, "get", "podgroup", "-n", TEAM, "pingpong", "-o", "json").stdout)["spec"]
+        assert group["schedulingConstraints"] == {"topology": [{"key": planmod.RACK_LABEL}]}, \
+            "the API server dropped the topology constraint: the TopologyAwareWorkloadScheduling gate is off"
         second = next(p["metadata"]["name"] for p in members
                       if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "1")
         # machine 1 reaches machine 0 by MASTER_ADDR (the headless Service's record, once it is published)

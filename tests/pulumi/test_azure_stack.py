@@ -370,7 +370,7 @@ def test_every_apiserver_is_the_same_init_and_leaves_cluster_objects_to_the_clus
         sched = {a["name"]: a["value"] for a in cluster["scheduler"]["extraArgs"]}
         sched_config = yaml.safe_load(file_in(data, sched["config"]))
         assert [prof["schedulerName"] for prof in sched_config["profiles"]] == ["default-scheduler"]
-        assert sched["feature-gates"] == "GenericWorkload=true"  # upstream's GangScheduling, in the default profile
+        assert sched["feature-gates"] == "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
         kubelet = next(d for d in docs if d["kind"] == "KubeletConfiguration")
         assert "failCgroupV1" not in kubelet  # production nodes run cgroup v2: kubelet's refusal of v1 stays
         # left out of the zones' health: a WAN outage is then every zone down, and evicts nothing (docs/azure.md)

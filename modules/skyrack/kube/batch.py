@@ -3,15 +3,20 @@
 Balloons are placeholder pods (``pause``) that keep headroom free on a team's **own on-prem
 racks** for its normal and deadline work. On-prem racks are always on and are no autoscaler
 node group, so a balloon there is not about warming machines: it is about who may use them.
-Its priority sits between preemptible and normal jobs: preemptible jobs (which checkpoint
-and take their grace period to leave) cannot take the headroom, while a normal or high job
-preempts a balloon at once (grace period 0) and starts without waiting for anyone to
-checkpoint. Balloons never preempt (``preemptionPolicy: Never``): they only take free nodes,
-ahead of preemptible pods in the scheduling queue. Their priority is above
-cluster-autoscaler's expendable cutoff (set just above preemptible jobs, which it ignores), so
-the autoscaler counts them as real pods,
-and because they select their team's racks, which no cloud pool's nodes carry, a pending
-balloon never scales a pool up: cloud capacity is not what they hold.
+
+The order in which work is taken when a normal or high job needs room is **balloons first, then
+preemptible jobs**: balloons have the lowest priority (50), so upstream's preemption, which picks
+the machine whose most important victim is least important, evicts a balloon (grace period 0,
+nothing lost) before it evicts a preemptible job (which loses its work since the last checkpoint
+and takes its grace period to leave). Preemptible jobs (100) are above balloons yet cannot take
+their headroom: neither class may preempt (``preemptionPolicy: Never``), so a preemptible job
+runs only on machines that are free. The cost of that order: when a machine frees up, a waiting
+preemptible job is ahead of a waiting balloon, so a balloon a normal job took comes back only once
+no preemptible job is waiting for that machine (docs/kube.md).
+
+Both classes are below cluster-autoscaler's expendable cutoff (set just above preemptible jobs):
+the autoscaler never scales a pool up for them and never keeps a node for them. Balloons select
+their team's racks, which no cloud pool's nodes carry, so they never hold cloud capacity either.
 
 They live in their own namespace, outside every team quota: a balloon that counted against a
 team's GPU quota would make the quota refuse the very jobs that should preempt it (quota
@@ -46,25 +51,29 @@ BALLOON_PRIORITY = "skyrack-balloon"
 PREEMPTIBLE_VALUE = 100
 
 PRIORITIES = (
+    Priority(BALLOON_PRIORITY, 50, "Headroom on a team's racks: the first work normal and high jobs preempt "
+             "(at once); never preempts.", preempts=False),
     Priority("skyrack-preemptible", PREEMPTIBLE_VALUE,
-             "Opportunistic jobs: run on spare capacity, preempted by normal work."),
-    Priority(BALLOON_PRIORITY, 500, "Headroom on a team's racks: preemptible jobs cannot take it, normal and "
-             "high jobs preempt it at once; never preempts.", preempts=False),
+             "Opportunistic jobs: run on free capacity only (never preempt, not even balloons), preempted by "
+             "normal work after the balloons.", preempts=False),
     Priority("skyrack-normal", 1000, "Default for research jobs.", global_default=True),
     Priority("skyrack-high", 10000, "Deadline work: preempts normal and preemptible jobs."),
 )
 
 
 # cluster-autoscaler's --expendable-pods-priority-cutoff (its default is -10): pods below it neither scale a pool
-# up nor keep a node from scaling down. Preemptible jobs are below it: they run on capacity that exists for
-# other work and never pin a pool at its maximum; balloons and every other class are above it.
+# up nor keep a node from scaling down. Preemptible jobs and balloons are below it: they run on capacity that
+# exists for other work and never pin a pool at its maximum; normal and high work is above it.
 AUTOSCALER_EXPENDABLE_CUTOFF = PREEMPTIBLE_VALUE + 1
 
 
 def priority_classes() -> list[o.Manifest]:
-    return [o.obj("scheduling.k8s.io/v1", "PriorityClass", p.name, value=p.value, description=p.description,
-                  globalDefault=p.global_default,
-                  preemptionPolicy="PreemptLowerPriority" if p.preempts else "Never")
+    """A class's value and preemption policy are immutable in the API: a change replaces the class (the old one
+    deleted first, its name being the same); running pods keep the priority they were admitted with."""
+    return [{**o.obj("scheduling.k8s.io/v1", "PriorityClass", p.name, value=p.value, description=p.description,
+                     globalDefault=p.global_default,
+                     preemptionPolicy="PreemptLowerPriority" if p.preempts else "Never"),
+             o.REPLACE_ON_CHANGES: ["value", "preemptionPolicy"]}
             for p in PRIORITIES]
 
 

@@ -5,7 +5,8 @@ taint alone keeps out only the pods that do not ask. These policies make the ask
 
 * ``skyrack-team-tolerations``: a pod may tolerate a team taint only in that team's namespace and
   only by its exact value; no pod may tolerate every taint (an empty key with ``Exists``).
-* ``skyrack-team-priorities``: a pod may name only the priority classes its team's
+* ``skyrack-team-priorities``: a pod, and a PodGroup (the scheduler ranks a gang's pods by their
+  PodGroup's priority), may name only the priority classes its team's
   ``cluster.teams.<team>.priority_classes`` lists (default: preemptible and normal; deadline work,
   ``skyrack-high``, preempts other teams' jobs and is given by name); a namespace of no team gets the
   default. The class list travels on the team's Namespace (an annotation the cluster layer writes):
@@ -54,11 +55,19 @@ _ALLOWED = (f"has(namespaceObject.metadata.annotations) && '{PRIORITY_CLASSES_AN
             f"{list(config.DEFAULT_TEAM_PRIORITY_CLASSES)!r}")
 
 
-def _policy(name: str, variables: list[dict[str, str]], validation: dict[str, str]) -> o.Manifest:
+_PODS = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}
+# A gang's pods are ranked by their PodGroup's priority (skyrack.scheduler): its class is limited like a pod's.
+# Every version the API server serves (1.36's v1alpha2, 1.37's v1beta1); none when the gate is off.
+_POD_GROUPS = {"apiGroups": ["scheduling.k8s.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+               "resources": ["podgroups"]}
+
+
+def _policy(name: str, variables: list[dict[str, str]], validation: dict[str, str],
+            rules: tuple[dict, ...] = (_PODS,)) -> o.Manifest:
+    rules = [dict(r) for r in rules]
     return o.obj(ADMISSION_API, "ValidatingAdmissionPolicy", name, spec={
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+        "matchConstraints": {"resourceRules": rules},
         "variables": variables,
         "validations": [{"reason": "Forbidden", **validation}],
     })
@@ -92,5 +101,5 @@ def manifests() -> list[o.Manifest]:
             "'namespace ' + namespaceObject.metadata.name + ' may not use priority class ' + "
             "object.spec.priorityClassName + ' (allowed: ' + variables.allowed.join(', ') + "
             "'; cluster.teams.<team>.priority_classes in the environment file)'"),
-    })
+    }, rules=(_PODS, _POD_GROUPS))
     return [tolerations, _binding(TOLERATIONS_POLICY), priorities, _binding(PRIORITIES_POLICY)]

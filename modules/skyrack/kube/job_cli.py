@@ -168,7 +168,13 @@ def read_status(call: readiness.Call, name: str, team: str) -> jobs.Status:
     pods = call("GET", f"{_ns_path(team, 'v1', 'pods')}?labelSelector={selector}").get("items", [])
     fields = urllib.parse.quote(f"involvedObject.kind=Job,involvedObject.name={name}")
     events = call("GET", f"{_ns_path(team, 'v1', 'events')}?fieldSelector={fields}").get("items", [])
-    return jobs.status(job, pods, name, team, events)
+    try:
+        group = call("GET", _ns_path(team, scheduler.POD_GROUP_API, PLURALS["PodGroup"], name))
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        group = None
+    return jobs.status(job, pods, name, team, events, group)
 
 
 @app.command()

@@ -15,12 +15,16 @@ The job file says what a researcher knows::
 and `manifests` makes what the cluster needs of it, in the team's namespace:
 
 * a **PodGroup** (upstream's gang scheduling, skyrack.scheduler) with ``minCount`` = machines: no pod
-  binds until every machine can be placed, so a job never holds half its nodes;
+  binds until every machine can be placed, so a job never holds half its nodes; it carries the job's
+  priority class (the scheduler ranks a gang's pods by their PodGroup's priority, not their own) and
+  ``disruptionMode: all``, so a higher-priority job preempts it whole or not at all;
 * an **Indexed Job** of one pod per machine (``completions`` = ``parallelism`` = machines,
   ``backoffLimit`` 0: a gang that lost a member is a failed run, restarted as a whole by the
   researcher, not one pod by the Job controller), each pod on a machine of its own (pod
   anti-affinity on the host), all of them within one rack or one L2 segment when the topology says
-  so (pod affinity on the node labels the join sets: ``skyrack.io/rack``, ``skyrack.io/segment``);
+  so (the PodGroup's topology constraint on the node label the join sets, ``skyrack.io/rack`` or
+  ``skyrack.io/segment``: the scheduler picks a domain with room for the whole gang before it places
+  a pod, and a gang no domain can hold now waits whole);
   the team's taint (and the GPU taint when it asks for GPUs) tolerated by its exact value, as the
   isolation policies require; the team's priority class by name;
 * a **headless Service** named like the job, so the pods reach each other as
@@ -177,22 +181,19 @@ def manifests(spec: JobSpec) -> list[o.Manifest]:
     """The PodGroup, the headless Service and the Job, in the order they are created."""
     ns, name = spec.team, spec.name
     labels = {JOB_LABEL: name, planmod.TEAM_LABEL: spec.team}
+    # the label the whole gang shares (one rack, one segment): the scheduler picks that domain for all of it
+    shared = TOPOLOGY_KEYS[spec.topology] if spec.topology in ("rack", "segment") and spec.machines > 1 else None
     selector = {JOB_LABEL: name}
     group = o.obj(scheduler.POD_GROUP_API, "PodGroup", name, ns, labels=labels,
-                  spec={"schedulingPolicy": {"gang": {"minCount": spec.machines}}})
+                  spec={"schedulingPolicy": {"gang": {"minCount": spec.machines}},
+                        **scheduler.whole_gang(PRIORITIES[spec.priority], shared)})
     service = o.obj("v1", "Service", name, ns, labels=labels,
                     spec={"clusterIP": "None", "selector": dict(selector), "publishNotReadyAddresses": True})
     tolerations = lb.team_gpu_tolerations(spec.team) if spec.gpus_per_machine else [lb.team_taint(spec.team).toleration()]
     affinity: dict[str, Any] = {}
-    def peers() -> dict[str, Any]:  # a fresh copy per term (YAML output then has no anchors)
-        return {"labelSelector": {"matchLabels": dict(selector)}}
-
-    if spec.machines > 1:
+    if spec.machines > 1:  # a machine each
         affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {**peers(), "topologyKey": TOPOLOGY_KEYS["host"]}]}
-    key = TOPOLOGY_KEYS[spec.topology]
-    if key and spec.topology != "host" and spec.machines > 1:
-        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [{**peers(), "topologyKey": key}]}
+            {"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": TOPOLOGY_KEYS["host"]}]}
     requests = {"cpu": spec.cpu, "memory": spec.memory}
     limits: dict[str, str] = {}
     if spec.gpus_per_machine:
@@ -226,9 +227,20 @@ class Status:
                 "placed": self.placed, "why": self.why}
 
 
+def gang_verdict(group: dict[str, Any] | None) -> str:
+    """The scheduler's word on a gang it could not place (its PodGroup's PodGroupInitiallyScheduled=False), which
+    speaks of the whole gang ("0/2 placements are available": no rack has room for all of it), where a pod's
+    own condition tells only how its last try ended. Its repetition for the preemption attempt is dropped."""
+    for c in ((group or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodGroupInitiallyScheduled" and c.get("status") == "False":
+            return (c.get("message") or c.get("reason") or "").split(", pod group preemption:")[0]
+    return ""
+
+
 def status(job: dict[str, Any] | None, pods: list[dict[str, Any]], name: str, team: str,
-           events: list[dict[str, Any]] = ()) -> Status:  # type: ignore[assignment]
-    """The state of a job from its Job object, its pods and the Job's events (as the API server returns them)."""
+           events: list[dict[str, Any]] = (), group: dict[str, Any] | None = None) -> Status:  # type: ignore[assignment]
+    """The state of a job from its Job object, its pods, the Job's events and its PodGroup (as the API server
+    returns them)."""
     if not job:
         return Status(name, team, "not found")
     spec, st = job.get("spec") or {}, job.get("status") or {}
@@ -244,8 +256,8 @@ def status(job: dict[str, Any] | None, pods: list[dict[str, Any]], name: str, te
     running = [p for p in live if (p.get("status") or {}).get("phase") == "Running"]
     if machines and len(running) == machines:
         return Status(name, team, "running", machines, placed)
-    why = ""
-    for p in live:
+    why = gang_verdict(group) if not placed else ""
+    for p in live if not why else ():
         for c in (p.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "False":
                 why = c.get("message") or c.get("reason") or ""

@@ -136,10 +136,20 @@ def resource_class(api_version: str, kind: str) -> type:
         raise ValueError(f"pulumi-kubernetes has no resource class for {api_version} {kind}") from None
 
 
+# A manifest's private key (never sent): the fields the API server will not change in place. Pulumi then
+# replaces the object, deleting the old one first (a Kubernetes name cannot exist twice).
+REPLACE_ON_CHANGES = "_replace_on_changes"
+
+
 def create(m: Manifest, opts: Any) -> Any:
     """Create the typed pulumi-kubernetes resource for a manifest (the Pulumi edge)."""
     cls = resource_class(m["apiVersion"], m["kind"])
     kwargs = {_snake(k): v for k, v in m.items() if k not in ("apiVersion", "kind") and not k.startswith("_")}
+    if m.get(REPLACE_ON_CHANGES):
+        import pulumi
+
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+            replace_on_changes=list(m[REPLACE_ON_CHANGES]), delete_before_replace=True))
     return cls(resource_name(m), opts=opts, **kwargs)
 
 
