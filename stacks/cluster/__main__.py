@@ -9,6 +9,7 @@ import pulumi
 
 from skyrack import plan as planmod
 from skyrack.errors import InputError
+from skyrack.kube import readiness
 from skyrack.kube.layer import ClusterLayer, ControlPlane
 from skyrack.stackio import read
 
@@ -38,7 +39,11 @@ def main() -> None:
         autoscaler_credentials=autoscaler_credentials(ref) if plan.pools else None,
         pool_bootstrap_token=read(ref, "pool_bootstrap_token") if plan.pools else None,
     )
-    layer = ClusterLayer("cluster", plan, cp, wait_timeout_s=60 * (cfg.get_int("apiserverWaitMinutes") or 20))
+    try:
+        wait_s = readiness.wait_seconds(cfg.get("apiserverWaitMinutes"))
+    except ValueError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    layer = ClusterLayer("cluster", plan, cp, wait_timeout_s=wait_s)
     pulumi.export("concerns", list(layer.concerns))
     pulumi.export("apiserver_endpoint", cp.apiserver_endpoint)
 

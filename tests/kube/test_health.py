@@ -292,3 +292,16 @@ def test_the_query_a_node_runs_reads_an_answer_and_reports_no_answer(plan, tmp_p
         sock.close()
     proc = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1 and proc.stdout.startswith("no answer ("), proc.stdout
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [(None, 1200), ("", 1200), ("20", 1200), ("1", 60), ("0.25", 15)])
+def test_the_stacks_wait_is_minutes_fractions_allowed(raw, seconds):
+    assert readiness.wait_seconds(raw) == seconds
+
+
+@pytest.mark.parametrize(("raw", "words"), [("soon", "'soon' is not a number of minutes"), ("0", "above 0"),
+                                            ("-5", "above 0"), ("inf", "above 0"), ("nan", "above 0")])
+def test_a_wait_that_is_not_a_positive_number_is_one_clear_error(raw, words):
+    with pytest.raises(ValueError) as exc:
+        readiness.wait_seconds(raw)
+    assert str(exc.value).startswith("skyrack-cluster:apiserverWaitMinutes: ") and words in str(exc.value)

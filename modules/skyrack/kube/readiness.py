@@ -134,6 +134,24 @@ def probe(endpoint: str, ctx: ssl.SSLContext, headers: dict[str, str], timeout: 
         return f"{type(reason).__name__}: {reason}"
 
 
+DEFAULT_WAIT_MINUTES = 20
+WAIT_SETTING = "skyrack-cluster:apiserverWaitMinutes"
+
+
+def wait_seconds(raw: str | None) -> float:
+    """The stack's `apiserverWaitMinutes` (a number of minutes, fractions allowed; unset: 20) in seconds.
+    Raises ValueError naming the setting for anything that is not a positive, finite number."""
+    if raw is None or raw.strip() == "":
+        return 60.0 * DEFAULT_WAIT_MINUTES
+    try:
+        minutes = float(raw)
+    except ValueError:
+        raise ValueError(f"{WAIT_SETTING}: {raw!r} is not a number of minutes") from None
+    if not 0 < minutes < float("inf"):
+        raise ValueError(f"{WAIT_SETTING}: {raw!r} must be a number of minutes above 0")
+    return 60.0 * minutes
+
+
 def wait_for_apiserver(endpoint: str, ca_pem: str, kubeconfig: str | None = None, *, timeout_s: float = 1200,
                        interval_s: float = 10, log: Callable[[str], None] = print,
                        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> int:
