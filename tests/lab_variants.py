@@ -26,8 +26,8 @@ def make(source: Path, dest_dir: Path, bridge: str, octet: int, rack_nodes: int 
     `rack_nodes`: every rack's size. `racks=3`: the file's racks, then its first again as `r03`, ...
     (the next addresses), or only the first `racks` of them. `execution=False`: no Receptor mesh.
     `kubernetes_settings`: merged into the file's `kubernetes:` (e.g. short-lived `certificates`).
-    `apiservers=1`: one API server behind the load balancer instead of the file's two (a lab whose test
-    is not about the control plane's redundancy, or a lab of hosts only, where nothing runs on them)."""
+    `apiservers`: how many API servers stand behind the load balancer instead of the file's count
+    (configs/lab.yaml runs one: docs/lab.md, "Two API servers")."""
     data = yaml.safe_load(source.read_text())
     data["lab"]["bridge"] = bridge
     if not kubernetes:
